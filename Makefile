@@ -1,0 +1,100 @@
+# olympus build. `make` builds the C libraries and the Python extension in place;
+# `make test` runs every C and Python test; `make demo` runs the tutorial example.
+PY        ?= /usr/bin/python3
+CC        ?= gcc
+BUILD     ?= build
+OPT       ?= -O2
+WERROR    ?= $(if $(CI),-Werror,)
+WARN      := -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+             -Wno-unused-parameter $(WERROR)
+SAN       ?=
+CFLAGS    := -std=c11 $(OPT) -g -fPIC -D_GNU_SOURCE $(WARN) $(SAN) -Iinclude -Isrc \
+             -I/usr/include/x86_64-linux-gnu/openblas-pthread
+LDLIBS    := -lopenblas -lm -lpthread
+
+LIB_SRC   := $(sort $(wildcard src/*/*.c))
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
+TEST_SRC  := $(sort $(wildcard tests/c/*.c))
+TEST_OBJ  := $(TEST_SRC:%.c=$(BUILD)/%.o)
+EXT_SRC   := $(sort $(wildcard python/olympus/_core/*.c))
+EXT_OBJ   := $(EXT_SRC:%.c=$(BUILD)/%.o)
+C_EXAMPLES := $(patsubst examples/c/%.c,$(BUILD)/examples/%,$(wildcard examples/c/*.c))
+
+PY_INC    := $(shell $(PY) -c "import sysconfig;print(sysconfig.get_paths()['include'])" 2>/dev/null)
+NP_INC    := $(shell $(PY) -c "import numpy;print(numpy.get_include())" 2>/dev/null)
+EXT_SUFFIX := $(shell $(PY) -c "import sysconfig;print(sysconfig.get_config_var('EXT_SUFFIX'))" 2>/dev/null)
+EXT       := $(BUILD)/_core$(EXT_SUFFIX)
+INPLACE_EXT := python/olympus/_core$(EXT_SUFFIX)
+HEADERS   := include/olympus.h src/internal.h $(wildcard src/*/*.h src/prims/prims.def) \
+             $(wildcard python/olympus/_core/*.h)
+
+.PHONY: all deps test test-c test-python demo asan clean bench examples-c
+all: $(BUILD)/libolympus.a $(BUILD)/libolympus.so $(EXT) $(C_EXAMPLES) \
+     $(if $(filter build,$(BUILD)),$(INPLACE_EXT))
+
+# The extension is loaded from $(BUILD) when OLYMPUS_EXT_DIR names it (parallel
+# or sanitizer builds), else from the in-place copy.
+$(INPLACE_EXT): $(EXT)
+	cp $< $@
+
+deps:
+	@bash scripts/install-deps.sh
+
+$(BUILD)/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/python/olympus/_core/%.o: python/olympus/_core/%.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -I$(PY_INC) -I$(NP_INC) -Ipython/olympus/_core -c $< -o $@
+
+$(BUILD)/libolympus.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/libolympus.so: $(LIB_OBJ)
+	$(CC) -shared $(SAN) -o $@ $^ $(LDLIBS)
+
+$(EXT): $(EXT_OBJ) $(BUILD)/libolympus.a
+	$(CC) -shared $(SAN) -o $@ $(EXT_OBJ) $(BUILD)/libolympus.a $(LDLIBS)
+
+$(BUILD)/test_c: $(TEST_OBJ) $(BUILD)/libolympus.a
+	$(CC) $(SAN) -o $@ $(TEST_OBJ) $(BUILD)/libolympus.a $(LDLIBS)
+
+$(BUILD)/examples/%: examples/c/%.c $(BUILD)/libolympus.a include/olympus.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libolympus.a $(LDLIBS)
+
+test-c: $(BUILD)/test_c $(C_EXAMPLES)
+	$(BUILD)/test_c
+
+test-python: $(EXT)
+	cd tests/python && PYTHONPATH=$(CURDIR)/python OLYMPUS_EXT_DIR=$(CURDIR)/$(BUILD) $(PY) -m pytest -q -p no:cacheprovider .
+
+test: deps
+	$(MAKE) all
+	$(MAKE) test-c
+	$(MAKE) test-python
+	PYTHONPATH=$(CURDIR)/python OLYMPUS_EXT_DIR=$(CURDIR)/$(BUILD) $(PY) examples/external_callbacks.py > /dev/null
+
+demo: deps
+	$(MAKE) all
+	PYTHONPATH=$(CURDIR)/python $(PY) examples/external_callbacks.py
+
+# ASan + UBSan over the C tests and pytest (the extension is built with the
+# sanitizers and the runtime preloaded into the interpreter).
+ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+asan: deps
+	$(MAKE) BUILD=build-asan SAN="$(ASAN_FLAGS)" OPT=-O1 all build-asan/test_c
+	ASAN_OPTIONS=detect_leaks=1 build-asan/test_c
+	cd tests/python && PYTHONPATH=$(CURDIR)/python \
+	  LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
+	  ASAN_OPTIONS=detect_leaks=0 OLYMPUS_EXT_DIR=$(CURDIR)/build-asan \
+	  $(PY) -m pytest -q -p no:cacheprovider .
+
+bench: deps
+	$(MAKE) all
+	PYTHONPATH=$(CURDIR)/python $(PY) bench/run.py
+
+clean:
+	rm -rf build build-* python/olympus/_core*.so

@@ -1,0 +1,366 @@
+/* olympus.h — the one public header of olympus, an array JIT whose compiled
+ * programs can call back into host code.
+ *
+ * Flow: build a program (oly_builder_*), optionally transform it (oly_program_dce),
+ * run it (oly_program_run); or apply one primitive eagerly (oly_apply).
+ * Every fallible call returns oly_status (OLY_OK == 0) and, on failure, leaves a
+ * message in a per-thread buffer read back with oly_last_error().  Outputs are
+ * written only on success.  Nothing here aborts on bad input.
+ *
+ * Threads: arrays, programs and host functions are immutable after creation and
+ * refcounted atomically, so they may be shared between threads; a builder is
+ * owned by one thread.  Running programs is thread-safe.
+ */
+#ifndef OLYMPUS_H
+#define OLYMPUS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define OLY_MAX_RANK 16
+
+/* ---------------------------------------------------------------- status */
+
+typedef enum oly_status {
+    OLY_OK = 0,
+    OLY_ERR_INVALID,     /* bad argument or parameter value */
+    OLY_ERR_TYPE,        /* dtype mismatch */
+    OLY_ERR_SHAPE,       /* shape mismatch */
+    OLY_ERR_UNSUPPORTED, /* a rule or kernel does not exist for this case */
+    OLY_ERR_NOMEM,
+    OLY_ERR_CALLBACK,    /* a host function failed; see oly_error_take_payload */
+    OLY_ERR_INTERNAL,    /* a broken invariant: a bug in olympus */
+    OLY_STATUS_COUNT
+} oly_status;
+
+/* The message of the last failure on this thread ("" if none). Borrowed; valid
+ * until the next failing call on this thread. */
+const char *oly_last_error(void);
+const char *oly_status_name(oly_status s);
+/* Attach an opaque payload (e.g. a host-language exception) to the current
+ * error; free_fn releases it if nobody takes it. Replaces an earlier payload. */
+void oly_error_set_payload(void *payload, void (*free_fn)(void *));
+/* Take ownership of this thread's payload (NULL if none) and its destructor. */
+void *oly_error_take_payload(void (**free_fn)(void *));
+void oly_error_clear(void);
+
+/* ---------------------------------------------------------------- dtypes */
+
+typedef enum oly_dtype {
+    OLY_BOOL,
+    OLY_INT8, OLY_INT16, OLY_INT32, OLY_INT64,
+    OLY_UINT8, OLY_UINT16, OLY_UINT32, OLY_UINT64,
+    OLY_FLOAT16, OLY_BFLOAT16, OLY_FLOAT32, OLY_FLOAT64,
+    OLY_COMPLEX64, OLY_COMPLEX128,
+    OLY_DTYPE_COUNT
+} oly_dtype;
+
+size_t oly_dtype_size(oly_dtype t);
+const char *oly_dtype_name(oly_dtype t);       /* NumPy name: "float32", "bool" */
+const char *oly_dtype_short_name(oly_dtype t); /* printer name: "f32", "bool", "bf16", "c64" */
+oly_status oly_dtype_from_name(const char *name, oly_dtype *out); /* accepts both forms */
+bool oly_dtype_is_bool(oly_dtype t);
+bool oly_dtype_is_signed_int(oly_dtype t);
+bool oly_dtype_is_unsigned_int(oly_dtype t);
+bool oly_dtype_is_int(oly_dtype t);     /* signed or unsigned */
+bool oly_dtype_is_float(oly_dtype t);   /* f16 bf16 f32 f64 */
+bool oly_dtype_is_complex(oly_dtype t);
+bool oly_dtype_is_inexact(oly_dtype t); /* float or complex */
+
+/* The x64 switch: off (default) means 64-bit types canonicalize to 32-bit ones
+ * and the default float/int are float32/int32. Initialised from
+ * OLYMPUS_ENABLE_X64. Process-wide. */
+void oly_set_x64(bool on);
+bool oly_x64_enabled(void);
+oly_dtype oly_dtype_canonicalize(oly_dtype t); /* x64 off: i64->i32 u64->u32 f64->f32 c128->c64 */
+oly_dtype oly_default_float(void);
+oly_dtype oly_default_int(void);
+/* JAX's type promotion lattice with weak types (Python scalars are weak):
+ * a weak operand adopts the other's dtype within its kind; bool < int < float < complex.
+ * *weak_out is true only when both are weak. Result is canonicalized. */
+oly_dtype oly_dtype_promote(oly_dtype a, bool weak_a, oly_dtype b, bool weak_b, bool *weak_out);
+
+/* ---------------------------------------------------------------- avals */
+
+/* An abstract value: dtype and static shape. weak marks a value that came from
+ * a Python scalar (it only affects promotion). */
+typedef struct oly_aval {
+    oly_dtype dtype;
+    int rank;
+    bool weak;
+    int64_t dims[OLY_MAX_RANK];
+} oly_aval;
+
+/* Fills *out; fails on rank > OLY_MAX_RANK or a negative dim. */
+oly_status oly_aval_make(oly_dtype t, int rank, const int64_t *dims, oly_aval *out);
+int64_t oly_aval_size(const oly_aval *a);   /* element count (1 for rank 0) */
+size_t oly_aval_nbytes(const oly_aval *a);
+bool oly_aval_equal(const oly_aval *a, const oly_aval *b); /* dtype and shape; ignores weak */
+/* "f32[5,3]" (the printer's form). Returns the length it wanted, like snprintf. */
+int oly_aval_format(char *buf, size_t n, const oly_aval *a);
+
+/* A scalar value of some dtype, used for literals. Stored widened:
+ * bool/ints in i (or u for unsigned), floats in f, complex in re/im. */
+typedef struct oly_scalar {
+    oly_dtype dtype;
+    bool weak;
+    union {
+        int64_t i;
+        uint64_t u;
+        double f;
+        double c[2];
+    } v;
+} oly_scalar;
+
+/* Write the scalar converted to dtype t into dst (oly_dtype_size(t) bytes). */
+void oly_scalar_store(const oly_scalar *s, oly_dtype t, void *dst);
+/* Read one element of dtype t at src. */
+oly_scalar oly_scalar_load(oly_dtype t, const void *src);
+
+/* ---------------------------------------------------------------- arrays */
+
+/* An immutable, C-contiguous, refcounted array on one device. */
+typedef struct oly_array oly_array;
+
+/* New zero-filled array. */
+oly_status oly_array_new(const oly_aval *aval, oly_array **out);
+/* New array holding a copy of nbytes at data. */
+oly_status oly_array_from_data(const oly_aval *aval, const void *data, oly_array **out);
+/* Zero-copy view of caller memory; release(owner) is called when the last
+ * reference goes (release may be NULL). The memory must stay valid and unchanged. */
+oly_status oly_array_wrap(const oly_aval *aval, void *data, void (*release)(void *owner),
+                          void *owner, oly_array **out);
+/* Same buffer, another aval of equal byte size (reshape, bitcast-free views). */
+oly_status oly_array_view(oly_array *a, const oly_aval *aval, oly_array **out);
+oly_array *oly_array_retain(oly_array *a);
+void oly_array_release(oly_array *a); /* accepts NULL */
+const oly_aval *oly_array_aval(const oly_array *a);
+const void *oly_array_data(const oly_array *a);
+/* Writable pointer: only for the creator of a fresh array before sharing it. */
+void *oly_array_mutable_data(oly_array *a);
+int oly_array_device(const oly_array *a);
+/* Wait until the array's producer finished; reports that producer's failure. */
+oly_status oly_array_wait(oly_array *a);
+
+/* ---------------------------------------------------------------- devices */
+
+/* OLYMPUS_NUM_CPU_DEVICES (default 1) CPU devices, numbered from 0. */
+int oly_device_count(void);
+const char *oly_device_kind(int device); /* "cpu" */
+
+/* ---------------------------------------------------------------- host functions */
+
+/* What a host function sees when a program calls it. Argument buffers are
+ * read-only and borrowed for the call; the host function must fill every result
+ * buffer (result_avals[i] says its shape and dtype) or fail. */
+typedef struct oly_callback_frame {
+    int n_args;
+    const void *const *args;
+    const oly_aval *arg_avals;
+    /* The same arguments as arrays: a host function may retain one to keep it
+     * past the call (its contents never change). */
+    oly_array *const *arg_arrays;
+    int n_results;
+    void *const *results;
+    const oly_aval *result_avals;
+    int device;
+    const char *kind;   /* primitive name: "pure_callback", "io_callback", ... */
+} oly_callback_frame;
+
+/* Returns OLY_OK, or fails with a message (oly__error style through
+ * oly_host_fail) and optionally a payload set with oly_error_set_payload. */
+typedef oly_status (*oly_host_call_fn)(void *user, oly_callback_frame *frame);
+
+typedef struct oly_host_fn oly_host_fn;
+
+/* A refcounted host function. name is copied. release(user) runs when the last
+ * reference goes (from any thread; may be NULL). */
+oly_status oly_host_fn_new(const char *name, oly_host_call_fn call, void *user,
+                           void (*release)(void *user), oly_host_fn **out);
+oly_host_fn *oly_host_fn_retain(oly_host_fn *f);
+void oly_host_fn_release(oly_host_fn *f);
+const char *oly_host_fn_name(const oly_host_fn *f);
+void *oly_host_fn_user(const oly_host_fn *f);
+/* For a host function to report failure: sets the message and returns status. */
+oly_status oly_host_fail(oly_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* ---------------------------------------------------------------- effects */
+
+enum {
+    OLY_EFFECT_IO = 1u << 0,
+    OLY_EFFECT_ORDERED_IO = 1u << 1,
+    OLY_EFFECT_DEBUG = 1u << 2,
+    OLY_EFFECT_ORDERED_DEBUG = 1u << 3,
+    OLY_EFFECT_BUFFER_CALLBACK = 1u << 4,
+    OLY_EFFECT_OUTFEED = 1u << 5,
+};
+#define OLY_EFFECTS_ORDERED (OLY_EFFECT_ORDERED_IO | OLY_EFFECT_ORDERED_DEBUG)
+
+/* ---------------------------------------------------------------- primitive params */
+
+/* Small integer lists (axes, shapes, permutations) live inline in params. */
+typedef struct oly_ints {
+    int n;
+    int64_t v[OLY_MAX_RANK];
+} oly_ints;
+
+/* Each primitive's params struct is described by a field table; the generic
+ * params code (hash, equality, print, copy, free, front-end parsing) walks it. */
+typedef enum oly_field_kind {
+    OLY_FIELD_INT,     /* int64_t */
+    OLY_FIELD_BOOL,    /* bool */
+    OLY_FIELD_FLOAT,   /* double */
+    OLY_FIELD_DTYPE,   /* oly_dtype */
+    OLY_FIELD_INTS,    /* oly_ints */
+    OLY_FIELD_ENUM,    /* int, printed by enum_names[value] */
+    OLY_FIELD_STR,     /* const char * (copied into the program's arena) */
+    OLY_FIELD_AVALS,   /* const oly_aval * with its int count at count_offset (copied) */
+    OLY_FIELD_HOST_FN, /* oly_host_fn * (retained by the copy, released with it) */
+    OLY_FIELD_KIND_COUNT
+} oly_field_kind;
+
+typedef struct oly_param_field {
+    const char *name;
+    oly_field_kind kind;
+    size_t offset;
+    size_t count_offset;            /* OLY_FIELD_AVALS only */
+    const char *const *enum_names;  /* OLY_FIELD_ENUM only, NULL-terminated */
+    bool hidden;                    /* not printed */
+} oly_param_field;
+
+/* Params of the standard primitives. A primitive with no params takes NULL. */
+typedef struct oly_params_convert { oly_dtype new_dtype; bool weak; } oly_params_convert;
+typedef struct oly_params_integer_pow { int64_t y; } oly_params_integer_pow;
+typedef struct oly_params_broadcast_in_dim { oly_ints shape, broadcast_dimensions; } oly_params_broadcast_in_dim;
+typedef struct oly_params_reshape { oly_ints new_sizes; } oly_params_reshape;
+typedef struct oly_params_transpose { oly_ints permutation; } oly_params_transpose;
+typedef struct oly_params_dims { oly_ints dimensions; } oly_params_dims; /* squeeze, expand_dims */
+typedef struct oly_params_slice { oly_ints start_indices, limit_indices, strides; } oly_params_slice;
+typedef struct oly_params_dynamic_slice { oly_ints slice_sizes; } oly_params_dynamic_slice;
+typedef struct oly_params_concatenate { int64_t dimension; } oly_params_concatenate;
+typedef struct oly_params_pad { oly_ints lo, hi, interior; } oly_params_pad;
+typedef struct oly_params_iota { oly_dtype dtype; oly_ints shape; int64_t dimension; } oly_params_iota;
+typedef struct oly_params_reduce { oly_ints axes; } oly_params_reduce;
+typedef struct oly_params_argminmax { oly_ints axes; oly_dtype index_dtype; } oly_params_argminmax;
+typedef struct oly_params_cumulative { int64_t axis; bool reverse; } oly_params_cumulative;
+typedef struct oly_params_dot_general {
+    oly_ints lhs_contracting, rhs_contracting, lhs_batch, rhs_batch;
+} oly_params_dot_general;
+/* pjit: a call of the nested program eqn->sub[0]; name is for printing. */
+typedef struct oly_params_call { const char *name; } oly_params_call;
+
+typedef enum oly_vmap_method {
+    OLY_VMAP_NONE,
+    OLY_VMAP_SEQUENTIAL,
+    OLY_VMAP_SEQUENTIAL_UNROLLED,
+    OLY_VMAP_EXPAND_DIMS,
+    OLY_VMAP_BROADCAST_ALL,
+    OLY_VMAP_LEGACY_VECTORIZED,
+    OLY_VMAP_METHOD_COUNT
+} oly_vmap_method;
+
+/* pure_callback, io_callback, debug_callback: inputs are the callback's
+ * arguments, outputs have result_avals. */
+typedef struct oly_params_callback {
+    oly_host_fn *callback;
+    const oly_aval *result_avals;
+    int n_results;
+    int vmap_method;  /* oly_vmap_method; pure_callback only */
+    bool ordered;     /* io_callback, debug_callback */
+} oly_params_callback;
+
+/* ---------------------------------------------------------------- primitives */
+
+typedef struct oly_prim oly_prim;
+
+/* The row registered under name, or NULL. */
+const oly_prim *oly_prim_lookup(const char *name);
+const char *oly_prim_name(const oly_prim *p);
+/* The field table of p's params (n_fields may be 0) and the params struct size. */
+const oly_param_field *oly_prim_fields(const oly_prim *p, int *n_fields, size_t *params_size);
+/* Number of outputs an equation of p with these params and n_in inputs has. */
+int oly_prim_num_outputs(const oly_prim *p, const void *params, int n_in);
+/* Calls fn on every registered primitive, in registry order. */
+void oly_prim_foreach(void (*fn)(const oly_prim *p, void *ctx), void *ctx);
+
+/* ---------------------------------------------------------------- programs */
+
+typedef struct oly_program oly_program;
+typedef struct oly_builder oly_builder;
+typedef struct oly_var oly_var;
+
+typedef enum oly_atom_kind { OLY_ATOM_VAR, OLY_ATOM_LIT, OLY_ATOM_KIND_COUNT } oly_atom_kind;
+/* An equation input or program output: a variable or a scalar literal. */
+typedef struct oly_atom {
+    oly_atom_kind kind;
+    oly_var *var;    /* borrowed from the builder/program when kind == OLY_ATOM_VAR */
+    oly_scalar lit;  /* when kind == OLY_ATOM_LIT: a rank-0 value of lit.dtype */
+} oly_atom;
+
+oly_atom oly_atom_var(oly_var *v);
+oly_atom oly_atom_lit(oly_scalar s);
+const oly_aval *oly_var_aval(const oly_var *v);
+
+/* A builder records inputs, constants and equations; finish makes the program. */
+oly_status oly_builder_new(oly_builder **out);
+void oly_builder_free(oly_builder *b); /* accepts NULL */
+oly_status oly_builder_add_input(oly_builder *b, const oly_aval *aval, oly_var **out);
+/* A constant input; the builder retains value. */
+oly_status oly_builder_add_const(oly_builder *b, oly_array *value, oly_var **out);
+/* Append one equation: runs p's shape rule (its errors are the user's errors),
+ * copies params (may be NULL when p has none) and retains subs. outs receives
+ * up to max_out output vars; *n_out (may be NULL) their number. */
+oly_status oly_builder_append(oly_builder *b, const oly_prim *p, const oly_atom *in, int n_in,
+                              const void *params, oly_program *const *subs, int n_sub,
+                              oly_var **outs, int max_out, int *n_out);
+/* Make the program with these outputs. The builder stays usable only for
+ * oly_builder_free. Runs the verifier. */
+oly_status oly_builder_finish(oly_builder *b, const oly_atom *outs, int n_out, oly_program **out);
+
+oly_program *oly_program_retain(oly_program *p);
+void oly_program_release(oly_program *p); /* accepts NULL */
+int oly_program_num_inputs(const oly_program *p);
+int oly_program_num_outputs(const oly_program *p);
+int oly_program_num_eqns(const oly_program *p);
+const oly_aval *oly_program_input_aval(const oly_program *p, int i);
+const oly_aval *oly_program_output_aval(const oly_program *p, int i);
+uint32_t oly_program_effects(const oly_program *p);
+/* Checks types, scoping (every use defined before), arities and effects. */
+oly_status oly_program_verify(const oly_program *p);
+/* The text form, e.g. "{ lambda ; a:f32[5]. let b:f32[5] = sin a in (b,) }".
+ * *out is malloc'd; the caller frees it. */
+oly_status oly_program_print(const oly_program *p, char **out);
+
+/* Dead-code elimination: drops effect-free equations whose outputs are unused
+ * (recursively in nested programs). *out is a new program (or p retained). */
+oly_status oly_program_dce(oly_program *p, oly_program **out);
+
+/* ---------------------------------------------------------------- execution */
+
+/* Runs p on device: compiles on first use (the executable is cached in p).
+ * inputs must match the input avals; outputs receives n_out new references. */
+oly_status oly_program_run(oly_program *p, int device, oly_array *const *inputs, int n_in,
+                           oly_array **outputs, int n_out);
+
+/* Applies one primitive eagerly to concrete arrays through a cached one-equation
+ * program (cache keyed by primitive, params and input avals). */
+oly_status oly_apply(const oly_prim *p, const void *params, oly_array *const *inputs, int n_in,
+                     oly_array **outputs, int max_out, int *n_out);
+
+/* Waits until every effect issued so far has run (execution is synchronous
+ * today, so this only reports nothing pending). */
+oly_status oly_effects_barrier(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* OLYMPUS_H */

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs the Debian packages olympus builds and tests with, if any is missing.
+set -euo pipefail
+pkgs=(build-essential libopenblas-dev python3-dev python3-numpy python3-scipy python3-pytest)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "installing: ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"

@@ -1,0 +1,239 @@
+/* internal.h — declarations shared between olympus's source files (oly__ prefix).
+ * Not installed. Includes the IR's concrete structs, the primitive row, and the
+ * kernel contract. */
+#ifndef OLYMPUS_INTERNAL_H
+#define OLYMPUS_INTERNAL_H
+
+#include "olympus.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- errors */
+
+/* Formats the per-thread message and returns status (never OLY_OK). */
+oly_status oly__error(oly_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+oly_status oly__verror(oly_status status, const char *fmt, va_list ap);
+/* Prefix the current message with "prefix: " (keeps status). */
+oly_status oly__error_prefix(oly_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+#define OLY_ASSERT(c)                                                                     \
+    do {                                                                                  \
+        if (!(c)) {                                                                       \
+            fprintf(stderr, "olympus: internal invariant failed: %s (%s:%d)\n", #c,       \
+                    __FILE__, __LINE__);                                                  \
+            abort();                                                                      \
+        }                                                                                 \
+    } while (0)
+
+#define OLY_TRY(expr)                                                                     \
+    do {                                                                                  \
+        oly_status oly__s = (expr);                                                       \
+        if (oly__s != OLY_OK) return oly__s;                                              \
+    } while (0)
+
+#define OLY_ARRAY_LEN(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* malloc/calloc/realloc that report OLY_ERR_NOMEM through the message buffer
+ * when they return NULL (the caller still checks). */
+void *oly__malloc(size_t n);
+void *oly__calloc(size_t n, size_t size);
+void *oly__realloc(void *p, size_t n);
+char *oly__strdup(const char *s);
+
+/* ---------------------------------------------------------------- arena */
+
+/* Bump allocator; everything is freed at once. Not thread-safe. */
+typedef struct oly_arena oly_arena;
+oly_arena *oly__arena_new(void);
+void oly__arena_free(oly_arena *a); /* accepts NULL */
+/* Zeroed, 16-byte aligned memory; NULL on out of memory (message set). */
+void *oly__arena_alloc(oly_arena *a, size_t n);
+char *oly__arena_strdup(oly_arena *a, const char *s);
+
+/* ---------------------------------------------------------------- buffers and arrays */
+
+typedef struct oly_buffer {
+    atomic_long refcount;
+    void *data;                 /* owned unless release != NULL */
+    size_t nbytes;
+    void (*release)(void *owner);
+    void *owner;                /* owned through release */
+} oly_buffer;
+
+struct oly_array {
+    atomic_long refcount;
+    oly_aval aval;
+    oly_buffer *buf;            /* owned reference */
+    int device;
+};
+
+/* ---------------------------------------------------------------- host functions */
+
+struct oly_host_fn {
+    atomic_long refcount;
+    char *name;                 /* owned */
+    oly_host_call_fn call;
+    void *user;                 /* owned through release */
+    void (*release)(void *user);
+};
+
+/* ---------------------------------------------------------------- IR */
+
+struct oly_var {
+    uint32_t id;                /* dense within its program: 0 .. n_vars-1 */
+    oly_aval aval;
+};
+
+typedef struct oly_eqn {
+    const oly_prim *prim;       /* borrowed: rows are static or registered for life */
+    void *params;               /* arena-owned copy; NULL when the prim has no params */
+    int n_in, n_out, n_sub;
+    oly_atom *in;               /* arena */
+    oly_var **out;              /* arena; vars in the program's arena */
+    oly_program **sub;          /* arena array of owned references */
+    uint32_t effects;
+} oly_eqn;
+
+struct oly_program {
+    atomic_long refcount;
+    uint64_t uid;               /* unique per program in this process */
+    oly_arena *arena;           /* owned: vars, eqns, params, strings */
+    uint32_t n_vars;
+    int n_in, n_const, n_eqn, n_out;
+    oly_var **in;
+    oly_var **constvar;
+    oly_array **constval;       /* owned references */
+    oly_eqn *eqn;
+    oly_atom *out;
+    uint32_t effects;           /* union over eqns */
+    _Atomic(void *) exe;        /* owned: the cached CPU executable (exec/cpu) */
+};
+
+/* Effects of an equation: the prim's rule (or 0) united with its subprograms'. */
+uint32_t oly__eqn_effects(const oly_prim *p, const void *params, oly_program *const *subs, int n_sub);
+/* The aval of an atom (literals are rank 0). */
+oly_aval oly__atom_aval(const oly_atom *a);
+
+/* ---------------------------------------------------------------- primitives */
+
+/* What a shape rule sees. */
+typedef struct oly_shape_ctx {
+    const oly_prim *prim;
+    const void *params;
+    int n_in;
+    const oly_aval *in;
+    int n_sub;
+    oly_program *const *sub;
+    int n_out;                  /* from oly_prim_num_outputs */
+} oly_shape_ctx;
+
+/* Shape/dtype rule: fill out[0..ctx->n_out-1] or fail with a message naming the
+ * primitive, what was expected and what was seen. */
+typedef oly_status (*oly_shape_rule)(const oly_shape_ctx *ctx, oly_aval *out);
+
+typedef struct oly_run oly_run; /* one execution of a program (exec/) */
+
+/* What a CPU kernel sees: dense C-order buffers. ith/nth split the work
+ * between threads (nth == 1 today). Literal inputs arrive as 0-d buffers. */
+typedef struct oly_kernel_ctx {
+    const oly_eqn *eqn;
+    const void *params;
+    int n_in;
+    const void *const *in;
+    const oly_aval *in_aval;
+    int n_out;
+    void *const *out;
+    const oly_aval *out_aval;
+    int ith, nth;
+    oly_run *run;
+} oly_kernel_ctx;
+
+typedef oly_status (*oly_kernel_fn)(const oly_kernel_ctx *ctx);
+
+/* Transform rule slots; their contexts are defined by src/trans/ (next issue). */
+typedef struct oly_batch_ctx oly_batch_ctx;
+typedef struct oly_jvp_ctx oly_jvp_ctx;
+typedef struct oly_transpose_ctx oly_transpose_ctx;
+typedef oly_status (*oly_batch_rule)(oly_batch_ctx *ctx, const oly_eqn *eqn);
+typedef oly_status (*oly_jvp_rule)(oly_jvp_ctx *ctx, const oly_eqn *eqn);
+typedef oly_status (*oly_transpose_rule)(oly_transpose_ctx *ctx, const oly_eqn *eqn);
+
+struct oly_prim {
+    const char *name;
+    int n_in;                   /* -1: variadic */
+    int n_out;                  /* fixed count; ignored when num_outputs != NULL */
+    int (*num_outputs)(const void *params, int n_in);
+    size_t params_size;         /* 0: no params */
+    const oly_param_field *fields;
+    int n_fields;
+    oly_shape_rule shape;
+    oly_kernel_fn kernel;       /* CPU */
+    uint32_t (*effects)(const void *params); /* NULL: effect-free */
+    bool inplace_ok;            /* output 0 may share input 0's buffer (elementwise) */
+    oly_batch_rule batch;
+    oly_jvp_rule jvp;
+    oly_transpose_rule transpose;
+};
+
+/* Registry (src/prims/prims.c): every row of prims.def. */
+const oly_prim *oly__prim_at(int i);
+int oly__prim_count(void);
+
+/* Generic params hooks driven by the field table (src/prims/params.c). */
+oly_status oly__params_copy(const oly_prim *p, oly_arena *arena, const void *src, void **out);
+void oly__params_release(const oly_prim *p, void *params); /* drops retained refs */
+uint64_t oly__params_hash(const oly_prim *p, const void *params);
+bool oly__params_equal(const oly_prim *p, const void *a, const void *b);
+/* Appends " k=v k=v" text for the printer into a growable string. */
+typedef struct oly_strbuf {
+    char *data;
+    size_t len, cap;
+    bool failed;
+} oly_strbuf;
+void oly__sb_printf(oly_strbuf *sb, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+void oly__sb_puts(oly_strbuf *sb, const char *s);
+void oly__params_print(const oly_prim *p, const void *params, oly_strbuf *sb);
+
+/* ---------------------------------------------------------------- shared helpers */
+
+/* Row-major strides in elements. */
+void oly__strides(const oly_aval *a, int64_t *strides);
+/* Normalise an axis in [-rank, rank) to [0, rank); fails naming who. */
+oly_status oly__axis(const char *who, int64_t axis, int rank, int64_t *out);
+/* Convert n elements from one dtype to another (numpy casting semantics). */
+void oly__convert(const void *src, oly_dtype from, void *dst, oly_dtype to, int64_t n);
+/* float16 / bfloat16 <-> float */
+float oly__half_to_float(uint16_t h);
+uint16_t oly__float_to_half(float f);
+float oly__bf16_to_float(uint16_t h);
+uint16_t oly__float_to_bf16(float f);
+
+/* ---------------------------------------------------------------- execution */
+
+/* Runs p with raw input and output buffers (outputs preallocated by the
+ * caller with p's output avals). Used by oly_program_run and by kernels of
+ * primitives holding nested programs. run may be NULL at top level. */
+oly_status oly__exec_run_raw(oly_run *run, oly_program *p, int device, const void *const *in,
+                             void *const *out);
+/* The device of a run. */
+int oly__run_device(const oly_run *run);
+/* Frees a program's cached executable (called by oly_program_release). */
+void oly__exec_free(void *exe);
+
+#endif /* OLYMPUS_INTERNAL_H */
