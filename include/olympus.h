@@ -240,6 +240,8 @@ typedef struct oly_param_field {
 /* Params of the standard primitives. A primitive with no params takes NULL. */
 typedef struct oly_params_convert { oly_dtype new_dtype; bool weak; } oly_params_convert;
 typedef struct oly_params_integer_pow { int64_t y; } oly_params_integer_pow;
+/* round: rounding_method 0 = half away from zero (lax default), 1 = half to even (jnp.round). */
+typedef struct oly_params_round { int rounding_method; } oly_params_round;
 typedef struct oly_params_broadcast_in_dim { oly_ints shape, broadcast_dimensions; } oly_params_broadcast_in_dim;
 typedef struct oly_params_reshape { oly_ints new_sizes; } oly_params_reshape;
 typedef struct oly_params_transpose { oly_ints permutation; } oly_params_transpose;

@@ -158,6 +158,9 @@ typedef struct oly_kernel_ctx {
     const oly_aval *out_aval;
     int ith, nth;
     oly_run *run;
+    /* The inputs as arrays, only for rows with wants_arrays (callbacks): the
+     * host function may retain them. NULL otherwise. */
+    oly_array *const *in_array;
 } oly_kernel_ctx;
 
 typedef oly_status (*oly_kernel_fn)(const oly_kernel_ctx *ctx);
@@ -182,6 +185,7 @@ struct oly_prim {
     oly_kernel_fn kernel;       /* CPU */
     uint32_t (*effects)(const void *params); /* NULL: effect-free */
     bool inplace_ok;            /* output 0 may share input 0's buffer (elementwise) */
+    bool wants_arrays;          /* kernel needs ctx->in_array (values escape to host code) */
     oly_batch_rule batch;
     oly_jvp_rule jvp;
     oly_transpose_rule transpose;

@@ -1,0 +1,127 @@
+/* ext.h — declarations shared between the files of the olympus._core extension.
+ * Everything here is internal to the extension (ext_ prefix); only PyInit__core
+ * is exported. docs/design.md describes the module's Python-visible contract.
+ *
+ * Files:
+ *   module.c    module init, module state, error mapping, x64, misc functions
+ *   array.c     Array type, NumPy interop, asarray, dtype conversions
+ *   tracer.c    Tracer type, trace stack, bind, promotion, number protocol
+ *   jit.c       JitFunction, make_jaxpr / Jaxpr
+ *   pytree.c    tree_flatten / unflatten, PyTreeDef, registry
+ *   callback.c  the callback trampoline and _core.callback
+ */
+#ifndef OLYMPUS_EXT_H
+#define OLYMPUS_EXT_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#ifndef EXT_NUMPY_IMPORT
+#define NO_IMPORT_ARRAY
+#endif
+#define PY_ARRAY_UNIQUE_SYMBOL olympus_ext_ARRAY_API
+#include <numpy/arrayobject.h>
+
+#include "olympus.h"
+
+/* ---------------------------------------------------------------- module state
+ * One process-wide state (the module is single-phase and not re-initialisable);
+ * set in PyInit__core, never freed. */
+typedef struct ext_state {
+    PyTypeObject *Array_Type;
+    PyTypeObject *Tracer_Type;
+    PyTypeObject *JitFunction_Type;
+    PyTypeObject *Jaxpr_Type;
+    PyTypeObject *PyTreeDef_Type;
+    PyObject *CallbackError;            /* RuntimeError subclass */
+    PyObject *ConcretizationTypeError;  /* TypeError subclass */
+    PyObject *np_dtype[OLY_DTYPE_COUNT]; /* numpy dtype objects (NULL where numpy lacks one) */
+} ext_state;
+
+extern ext_state *ext_st;
+
+/* module.c: raise the Python exception for a failed core call and return NULL.
+ * OLY_ERR_CALLBACK with a payload (a PyObject exception, see callback.c)
+ * raises CallbackError(message) from that exception; OLY_ERR_TYPE/SHAPE/INVALID
+ * raise TypeError/ValueError as fits; OLY_ERR_UNSUPPORTED NotImplementedError;
+ * OLY_ERR_NOMEM MemoryError. The core message is the Python message. */
+PyObject *ext_raise(oly_status s);
+
+/* ---------------------------------------------------------------- array.c */
+/* Type init: called from PyInit__core; return 0 or -1 with an exception. */
+int ext_array_init(PyObject *module);
+/* New Array owning the reference a (stolen). NULL + exception on failure. */
+PyObject *ext_array_wrap(oly_array *a);
+/* Borrowed core array of an Array object, or NULL if o is not an Array. */
+oly_array *ext_array_get(PyObject *o);
+/* Any array-like (Array, numpy array, numpy scalar, Python scalar, nested
+ * sequence) to a new reference of a core array. want: a dtype, or -1 to keep
+ * the value's own (canonicalised by x64; Python scalars get the default
+ * weak dtype of their kind). Tracers are rejected (-1, TypeError). */
+int ext_to_array(PyObject *obj, int want, oly_array **out);
+/* numpy dtype object (new ref) for t; dtype from a numpy dtype / type / name. */
+PyObject *ext_dtype_to_numpy(oly_dtype t);
+int ext_dtype_from_py(PyObject *obj, oly_dtype *out);
+/* Read-only NumPy array viewing the data of core array a (retained by the view). */
+PyObject *ext_numpy_view(oly_array *a);
+/* Read-only NumPy array viewing raw memory described by aval; base keeps owner
+ * (may be NULL: the caller guarantees lifetime). */
+PyObject *ext_numpy_from_raw(const oly_aval *aval, const void *data, PyObject *owner);
+
+/* ---------------------------------------------------------------- tracer.c */
+int ext_tracer_init(PyObject *module);
+/* 1 if o is a Tracer. */
+int ext_is_tracer(PyObject *o);
+/* The aval of an Array or Tracer or array-like Python value (Python scalars:
+ * weak default dtype). Returns 0, or -1 with an exception. */
+int ext_aval_of(PyObject *o, oly_aval *out);
+
+/* A trace: one builder on the thread-local stack. */
+typedef struct ext_trace ext_trace;
+/* Open a trace on this thread (innermost). */
+ext_trace *ext_trace_push(void);
+/* Close the innermost trace (which must be t) without building anything. */
+void ext_trace_discard(ext_trace *t);
+/* New Tracer for an input of aval to trace t. */
+PyObject *ext_trace_new_input(ext_trace *t, const oly_aval *aval);
+/* Close t: outputs are Tracers/arrays/scalars (converted as by bind); builds the
+ * program. *captured receives a list of the outer values (Tracers of enclosing
+ * traces, or Arrays) that were lifted into extra trailing inputs, in input order.
+ * Returns 0 or -1 with an exception; the trace is popped either way. */
+int ext_trace_finish(ext_trace *t, PyObject *const *outs, Py_ssize_t n_out,
+                     oly_program **program, PyObject **captured);
+
+/* Apply prim to Python args (Arrays, Tracers, array-likes): into the innermost
+ * trace that owns any Tracer argument, else eagerly. params: the prim's params
+ * struct (NULL when it has none); subs: nested programs. Returns a new tuple of
+ * results (always a tuple), or NULL with an exception. */
+PyObject *ext_bind(const oly_prim *p, const void *params, PyObject *const *args, Py_ssize_t n,
+                   oly_program *const *subs, int n_sub);
+/* Parse a params dict into the prim's params struct (caller supplies
+ * params_size bytes, zeroed). Host-function fields are not parseable. */
+int ext_params_from_dict(const oly_prim *p, PyObject *dict, void *params);
+
+/* ---------------------------------------------------------------- pytree.c */
+int ext_pytree_init(PyObject *module);
+/* Flatten: *leaves a new list, *treedef a new PyTreeDef. is_leaf may be NULL. */
+int ext_tree_flatten(PyObject *tree, PyObject *is_leaf, PyObject **leaves, PyObject **treedef);
+/* Rebuild from a sequence of leaves. New reference or NULL. */
+PyObject *ext_tree_unflatten(PyObject *treedef, PyObject *leaves);
+Py_ssize_t ext_treedef_num_leaves(PyObject *treedef);
+
+/* ---------------------------------------------------------------- jit.c */
+int ext_jit_init(PyObject *module);
+
+/* ---------------------------------------------------------------- callback.c */
+int ext_callback_init(PyObject *module);
+
+/* Module-level functions each file exports into the module's method table
+ * (module.c collects them). */
+extern PyMethodDef ext_array_methods[];    /* asarray, result_type? no: see tracer */
+extern PyMethodDef ext_tracer_methods[];   /* bind, result_type, is_tracer */
+extern PyMethodDef ext_jit_methods[];      /* jit, make_jaxpr */
+extern PyMethodDef ext_pytree_methods[];   /* tree_flatten, tree_unflatten, register_pytree_node, ... */
+extern PyMethodDef ext_callback_methods[]; /* callback */
+
+#endif /* OLYMPUS_EXT_H */

@@ -1,0 +1,124 @@
+/* alloc.c — checked allocation, the arena that owns a program's IR, and the
+ * growable string used by the printer. */
+#include "internal.h"
+
+void *oly__malloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) oly__error(OLY_ERR_NOMEM, "out of memory allocating %zu bytes", n);
+    return p;
+}
+
+void *oly__calloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) oly__error(OLY_ERR_NOMEM, "out of memory allocating %zu x %zu bytes", n, size);
+    return p;
+}
+
+void *oly__realloc(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (!q) oly__error(OLY_ERR_NOMEM, "out of memory reallocating %zu bytes", n);
+    return q;
+}
+
+char *oly__strdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = oly__malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+/* ---------------------------------------------------------------- arena */
+
+typedef struct chunk {
+    struct chunk *next;
+    size_t used, cap;
+    _Alignas(16) unsigned char data[];
+} chunk;
+
+struct oly_arena {
+    chunk *head;
+};
+
+oly_arena *oly__arena_new(void) { return oly__calloc(1, sizeof(oly_arena)); }
+
+void oly__arena_free(oly_arena *a)
+{
+    if (!a) return;
+    for (chunk *c = a->head, *next; c; c = next) {
+        next = c->next;
+        free(c);
+    }
+    free(a);
+}
+
+void *oly__arena_alloc(oly_arena *a, size_t n)
+{
+    n = (n + 15) & ~(size_t)15;
+    chunk *c = a->head;
+    if (!c || c->cap - c->used < n) {
+        size_t cap = n > 4096 ? n : 4096;
+        if (c && c->cap * 2 > cap && c->cap < (1u << 20)) cap = c->cap * 2;
+        chunk *fresh = oly__malloc(sizeof(chunk) + cap);
+        if (!fresh) return NULL;
+        fresh->next = a->head;
+        fresh->used = 0;
+        fresh->cap = cap;
+        a->head = c = fresh;
+    }
+    void *p = c->data + c->used;
+    c->used += n;
+    memset(p, 0, n);
+    return p;
+}
+
+char *oly__arena_strdup(oly_arena *a, const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = oly__arena_alloc(a, n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+/* ---------------------------------------------------------------- strbuf */
+
+static void sb_reserve(oly_strbuf *sb, size_t extra)
+{
+    if (sb->failed || sb->len + extra + 1 <= sb->cap) return;
+    size_t cap = sb->cap ? sb->cap : 256;
+    while (cap < sb->len + extra + 1) cap *= 2;
+    char *d = realloc(sb->data, cap);
+    if (!d) {
+        sb->failed = true;
+        return;
+    }
+    sb->data = d;
+    sb->cap = cap;
+}
+
+void oly__sb_puts(oly_strbuf *sb, const char *s)
+{
+    size_t n = strlen(s);
+    sb_reserve(sb, n);
+    if (sb->failed) return;
+    memcpy(sb->data + sb->len, s, n + 1);
+    sb->len += n;
+}
+
+void oly__sb_printf(oly_strbuf *sb, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    sb_reserve(sb, (size_t)n);
+    if (sb->failed) return;
+    va_start(ap, fmt);
+    vsnprintf(sb->data + sb->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    sb->len += (size_t)n;
+}

@@ -1,0 +1,81 @@
+/* error.c — the per-thread error state: a message and an optional payload. */
+#include "internal.h"
+
+static _Thread_local char message[2048];
+static _Thread_local void *payload;
+static _Thread_local void (*payload_free)(void *);
+
+const char *oly_last_error(void) { return message; }
+
+const char *oly_status_name(oly_status s)
+{
+    static const char *const names[OLY_STATUS_COUNT] = {
+        [OLY_OK] = "OLY_OK",
+        [OLY_ERR_INVALID] = "OLY_ERR_INVALID",
+        [OLY_ERR_TYPE] = "OLY_ERR_TYPE",
+        [OLY_ERR_SHAPE] = "OLY_ERR_SHAPE",
+        [OLY_ERR_UNSUPPORTED] = "OLY_ERR_UNSUPPORTED",
+        [OLY_ERR_NOMEM] = "OLY_ERR_NOMEM",
+        [OLY_ERR_CALLBACK] = "OLY_ERR_CALLBACK",
+        [OLY_ERR_INTERNAL] = "OLY_ERR_INTERNAL",
+    };
+    return (unsigned)s < OLY_STATUS_COUNT ? names[s] : "OLY_ERR_?";
+}
+
+oly_status oly__verror(oly_status status, const char *fmt, va_list ap)
+{
+    vsnprintf(message, sizeof message, fmt, ap);
+    return status;
+}
+
+oly_status oly__error(oly_status status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    oly__verror(status, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+oly_status oly_host_fail(oly_status status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    oly__verror(status == OLY_OK ? OLY_ERR_CALLBACK : status, fmt, ap);
+    va_end(ap);
+    return status == OLY_OK ? OLY_ERR_CALLBACK : status;
+}
+
+oly_status oly__error_prefix(oly_status status, const char *fmt, ...)
+{
+    char prefix[512], old[sizeof message];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    memcpy(old, message, sizeof old);
+    snprintf(message, sizeof message, "%s: %s", prefix, old);
+    return status;
+}
+
+void oly_error_set_payload(void *p, void (*free_fn)(void *))
+{
+    if (payload && payload_free) payload_free(payload);
+    payload = p;
+    payload_free = free_fn;
+}
+
+void *oly_error_take_payload(void (**free_fn)(void *))
+{
+    void *p = payload;
+    if (free_fn) *free_fn = payload_free;
+    payload = NULL;
+    payload_free = NULL;
+    return p;
+}
+
+void oly_error_clear(void)
+{
+    message[0] = '\0';
+    oly_error_set_payload(NULL, NULL);
+}
