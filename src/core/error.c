@@ -54,7 +54,17 @@ oly_status oly__error_prefix(oly_status status, const char *fmt, ...)
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     memcpy(old, message, sizeof old);
-    snprintf(message, sizeof message, "%s: %s", prefix, old);
+    size_t np = strlen(prefix), no = strlen(old), cap = sizeof message - 1;
+    if (np > cap) np = cap;
+    memcpy(message, prefix, np);
+    size_t n = np;
+    if (n + 2 <= cap) {
+        memcpy(message + n, ": ", 2);
+        n += 2;
+    }
+    if (no > cap - n) no = cap - n;
+    memcpy(message + n, old, no);
+    message[n + no] = '\0';
     return status;
 }
 
