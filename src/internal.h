@@ -191,6 +191,12 @@ struct oly_prim {
     oly_transpose_rule transpose;
 };
 
+/* Every row of prims.def, defined in its family file (the registry in prims.c
+ * re-declares them weak, so a row nobody defined yet reads as missing). */
+#define OLY_PRIM(name) extern const oly_prim oly__prim_##name;
+#include "prims/prims.def"
+#undef OLY_PRIM
+
 /* Registry (src/prims/prims.c): every row of prims.def. */
 const oly_prim *oly__prim_at(int i);
 int oly__prim_count(void);

@@ -115,6 +115,10 @@ int ext_jit_init(PyObject *module);
 
 /* ---------------------------------------------------------------- callback.c */
 int ext_callback_init(PyObject *module);
+/* The destructor of the error payload a Python callback attaches
+ * (oly_error_set_payload(exc, ext_payload_free)): a Python exception instance,
+ * decref'd with the GIL taken. ext_raise recognises payloads by this function. */
+void ext_payload_free(void *p);
 
 /* Module-level functions each file exports into the module's method table
  * (module.c collects them). */
