@@ -82,7 +82,9 @@ oly_dtype oly_default_float(void);
 oly_dtype oly_default_int(void);
 /* JAX's type promotion lattice with weak types (Python scalars are weak):
  * a weak operand adopts the other's dtype within its kind; bool < int < float < complex.
- * *weak_out is true only when both are weak. Result is canonicalized. */
+ * *weak_out (as jnp.result_type) is true when both are weak, or when one is
+ * weak and the join is a weak node (i32 + weak f -> weak f32); never for bool.
+ * Result is canonicalized. */
 oly_dtype oly_dtype_promote(oly_dtype a, bool weak_a, oly_dtype b, bool weak_b, bool *weak_out);
 
 /* ---------------------------------------------------------------- avals */
@@ -257,8 +259,10 @@ typedef struct oly_params_cumulative { int64_t axis; bool reverse; } oly_params_
 typedef struct oly_params_dot_general {
     oly_ints lhs_contracting, rhs_contracting, lhs_batch, rhs_batch;
 } oly_params_dot_general;
-/* pjit: a call of the nested program eqn->sub[0]; name is for printing. */
-typedef struct oly_params_call { const char *name; } oly_params_call;
+/* pjit: a call of the nested program eqn->sub[0]; name is for printing.
+ * n_out (hidden) must equal sub[0]'s output count: the binder sets it, since
+ * the output count is computed from params alone. */
+typedef struct oly_params_call { const char *name; int64_t n_out; } oly_params_call;
 
 typedef enum oly_vmap_method {
     OLY_VMAP_NONE,

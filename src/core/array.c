@@ -1,0 +1,179 @@
+/* array.c — immutable, C-contiguous, refcounted arrays over refcounted
+ * buffers. A buffer is shared by views; its memory is either ours (64-byte
+ * aligned, freed with it) or the caller's (handed back through release). */
+#include "internal.h"
+
+#define DATA_ALIGN 64
+
+/* Checks a caller's aval (dtype, rank, dims); the error names who. */
+static oly_status check_aval(const oly_aval *aval, const char *who)
+{
+    if (!aval) return oly__error(OLY_ERR_INVALID, "%s: aval is NULL", who);
+    oly_aval tmp;
+    oly_status s = oly_aval_make(aval->dtype, aval->rank, aval->dims, &tmp);
+    if (s != OLY_OK) return oly__error_prefix(s, "%s", who);
+    return OLY_OK;
+}
+
+/* A buffer owning nbytes of fresh aligned memory (zeroed when zero is set). */
+static oly_buffer *buffer_alloc(size_t nbytes, bool zero)
+{
+    size_t cap = (nbytes + DATA_ALIGN - 1) / DATA_ALIGN * DATA_ALIGN;
+    if (cap < nbytes) {
+        oly__error(OLY_ERR_NOMEM, "out of memory: array of %zu bytes", nbytes);
+        return NULL;
+    }
+    if (cap == 0) cap = DATA_ALIGN;
+    oly_buffer *b = oly__malloc(sizeof *b);
+    if (!b) return NULL;
+    b->data = aligned_alloc(DATA_ALIGN, cap);
+    if (!b->data) {
+        free(b);
+        oly__error(OLY_ERR_NOMEM, "out of memory allocating an array of %zu bytes", nbytes);
+        return NULL;
+    }
+    if (zero) memset(b->data, 0, cap);
+    atomic_init(&b->refcount, 1);
+    b->nbytes = nbytes;
+    b->release = NULL;
+    b->owner = NULL;
+    return b;
+}
+
+static void release_nothing(void *owner) { (void)owner; }
+
+static void buffer_release(oly_buffer *b)
+{
+    if (!b) return;
+    if (atomic_fetch_sub_explicit(&b->refcount, 1, memory_order_acq_rel) != 1) return;
+    if (b->release) b->release(b->owner);
+    else free(b->data);
+    free(b);
+}
+
+static void array_init(oly_array *a, const oly_aval *aval, oly_buffer *buf, int device)
+{
+    atomic_init(&a->refcount, 1);
+    a->aval = *aval;
+    for (int i = aval->rank; i < OLY_MAX_RANK; i++) a->aval.dims[i] = 0;
+    a->buf = buf;
+    a->device = device;
+}
+
+/* Takes ownership of buf's reference (released on failure). */
+static oly_status array_make(const oly_aval *aval, oly_buffer *buf, int device, oly_array **out)
+{
+    oly_array *a = oly__malloc(sizeof *a);
+    if (!a) {
+        buffer_release(buf);
+        return OLY_ERR_NOMEM;
+    }
+    array_init(a, aval, buf, device);
+    *out = a;
+    return OLY_OK;
+}
+
+oly_status oly_array_new(const oly_aval *aval, oly_array **out)
+{
+    OLY_TRY(check_aval(aval, "oly_array_new"));
+    if (!out) return oly__error(OLY_ERR_INVALID, "oly_array_new: out is NULL");
+    oly_buffer *b = buffer_alloc(oly_aval_nbytes(aval), true);
+    if (!b) return OLY_ERR_NOMEM;
+    return array_make(aval, b, 0, out);
+}
+
+oly_status oly_array_from_data(const oly_aval *aval, const void *data, oly_array **out)
+{
+    OLY_TRY(check_aval(aval, "oly_array_from_data"));
+    if (!out) return oly__error(OLY_ERR_INVALID, "oly_array_from_data: out is NULL");
+    size_t nbytes = oly_aval_nbytes(aval);
+    if (nbytes && !data)
+        return oly__error(OLY_ERR_INVALID, "oly_array_from_data: data is NULL for %zu bytes",
+                          nbytes);
+    oly_buffer *b = buffer_alloc(nbytes, false);
+    if (!b) return OLY_ERR_NOMEM;
+    if (nbytes) memcpy(b->data, data, nbytes);
+    /* Zero the alignment tail so whole-block reads are deterministic. */
+    size_t cap = nbytes ? (nbytes + DATA_ALIGN - 1) / DATA_ALIGN * DATA_ALIGN : DATA_ALIGN;
+    memset((char *)b->data + nbytes, 0, cap - nbytes);
+    return array_make(aval, b, 0, out);
+}
+
+oly_status oly_array_wrap(const oly_aval *aval, void *data, void (*release)(void *owner),
+                          void *owner, oly_array **out)
+{
+    OLY_TRY(check_aval(aval, "oly_array_wrap"));
+    if (!out) return oly__error(OLY_ERR_INVALID, "oly_array_wrap: out is NULL");
+    size_t nbytes = oly_aval_nbytes(aval);
+    if (nbytes && !data)
+        return oly__error(OLY_ERR_INVALID, "oly_array_wrap: data is NULL for %zu bytes", nbytes);
+    size_t align = oly_dtype_is_complex(aval->dtype) ? oly_dtype_size(aval->dtype) / 2
+                                                     : oly_dtype_size(aval->dtype);
+    if (data && (uintptr_t)data % align != 0)
+        return oly__error(OLY_ERR_INVALID,
+                          "oly_array_wrap: data at %p is not aligned to %zu bytes as %s needs "
+                          "(copy it with oly_array_from_data)",
+                          data, align, oly_dtype_name(aval->dtype));
+    /* On failure the caller still owns data: release is not called. */
+    oly_buffer *b = oly__malloc(sizeof *b);
+    if (!b) return OLY_ERR_NOMEM;
+    oly_array *a = oly__malloc(sizeof *a);
+    if (!a) {
+        free(b);
+        return OLY_ERR_NOMEM;
+    }
+    atomic_init(&b->refcount, 1);
+    static char empty[DATA_ALIGN];
+    b->data = data ? data : empty; /* never NULL, even for zero-size wraps */
+    b->nbytes = nbytes;
+    /* Caller memory is never freed here: with no release it stays the caller's. */
+    b->release = release ? release : release_nothing;
+    b->owner = owner;
+    array_init(a, aval, b, 0);
+    *out = a;
+    return OLY_OK;
+}
+
+oly_status oly_array_view(oly_array *a, const oly_aval *aval, oly_array **out)
+{
+    if (!a) return oly__error(OLY_ERR_INVALID, "oly_array_view: array is NULL");
+    OLY_TRY(check_aval(aval, "oly_array_view"));
+    if (!out) return oly__error(OLY_ERR_INVALID, "oly_array_view: out is NULL");
+    size_t have = oly_aval_nbytes(&a->aval), want = oly_aval_nbytes(aval);
+    if (have != want) {
+        char sa[512], sb[512];
+        oly_aval_format(sa, sizeof sa, &a->aval);
+        oly_aval_format(sb, sizeof sb, aval);
+        return oly__error(OLY_ERR_SHAPE,
+                          "oly_array_view: cannot view %s (%zu bytes) as %s (%zu bytes): byte "
+                          "sizes differ",
+                          sa, have, sb, want);
+    }
+    atomic_fetch_add_explicit(&a->buf->refcount, 1, memory_order_relaxed);
+    return array_make(aval, a->buf, a->device, out);
+}
+
+oly_array *oly_array_retain(oly_array *a)
+{
+    if (a) atomic_fetch_add_explicit(&a->refcount, 1, memory_order_relaxed);
+    return a;
+}
+
+void oly_array_release(oly_array *a)
+{
+    if (!a) return;
+    if (atomic_fetch_sub_explicit(&a->refcount, 1, memory_order_acq_rel) != 1) return;
+    buffer_release(a->buf);
+    free(a);
+}
+
+const oly_aval *oly_array_aval(const oly_array *a) { return &a->aval; }
+const void *oly_array_data(const oly_array *a) { return a->buf->data; }
+void *oly_array_mutable_data(oly_array *a) { return a->buf->data; }
+int oly_array_device(const oly_array *a) { return a->device; }
+
+oly_status oly_array_wait(oly_array *a)
+{
+    (void)a; /* execution is synchronous: every array is ready when returned */
+    return OLY_OK;
+}
