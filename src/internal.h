@@ -119,6 +119,8 @@ struct oly_program {
     oly_atom *out;
     uint32_t effects;           /* union over eqns */
     _Atomic(void *) exe;        /* owned: the cached CPU executable (exec/cpu) */
+    oly_aval *out_aval;         /* arena: the n_out output avals (literals too); NULL in
+                                   hand-built programs */
 };
 
 /* Effects of an equation: the prim's rule (or 0) united with its subprograms'. */
@@ -206,7 +208,8 @@ oly_status oly__params_copy(const oly_prim *p, oly_arena *arena, const void *src
 void oly__params_release(const oly_prim *p, void *params); /* drops retained refs */
 uint64_t oly__params_hash(const oly_prim *p, const void *params);
 bool oly__params_equal(const oly_prim *p, const void *a, const void *b);
-/* Appends " k=v k=v" text for the printer into a growable string. */
+/* oly__params_print appends "k=v k=v" (visible fields, in table order) to a
+ * growable string. */
 typedef struct oly_strbuf {
     char *data;
     size_t len, cap;
@@ -219,6 +222,11 @@ void oly__sb_printf(oly_strbuf *sb, const char *fmt, ...)
     ;
 void oly__sb_puts(oly_strbuf *sb, const char *s);
 void oly__params_print(const oly_prim *p, const void *params, oly_strbuf *sb);
+/* One field as "name=value"; returns false (printing nothing) for a hidden field. */
+bool oly__param_print_field(const oly_param_field *f, const void *params, oly_strbuf *sb);
+/* Python's repr of a float ("1.0", "0.5", "1e-05", "nan"); single: shortest
+ * digits that round-trip at float32 precision. */
+void oly__format_float(char *buf, size_t n, double x, bool single);
 
 /* ---------------------------------------------------------------- shared helpers */
 
