@@ -1,0 +1,322 @@
+/* compile.c — turns a program into an executable for the CPU interpreter:
+ * the equations in order with their kernels, literals materialised once as
+ * 0-d arrays, and a buffer plan. The plan gives every intermediate an offset
+ * in one scratch block, assigned greedily by liveness so dead values' space is
+ * reused; an in-place row may write output 0 over a dying input 0. Values a
+ * host function may keep (callback arguments) get their own arrays instead,
+ * and program outputs are written straight into the caller's buffers. The
+ * executable is cached in program->exe (set once, by compare-and-swap). */
+#include "exec/exec.h"
+
+/* ---------------------------------------------------------------- allocator */
+
+/* Live blocks sorted by offset; a new block goes into the tightest gap that
+ * fits, else after the last block. */
+typedef struct block {
+    size_t off, size;
+    uint32_t var;
+} block;
+
+typedef struct planner {
+    block *live;
+    int n_live, cap;
+    size_t peak;
+} planner;
+
+static size_t round_up(size_t n)
+{
+    if (n == 0) n = 1;
+    return (n + OLY_EXEC_ALIGN - 1) & ~(size_t)(OLY_EXEC_ALIGN - 1);
+}
+
+static oly_status plan_alloc(planner *pl, uint32_t var, size_t nbytes, size_t *off)
+{
+    size_t size = round_up(nbytes);
+    if (pl->n_live == pl->cap) {
+        int cap = pl->cap ? pl->cap * 2 : 16;
+        block *b = oly__realloc(pl->live, (size_t)cap * sizeof *b);
+        if (!b) return OLY_ERR_NOMEM;
+        pl->live = b;
+        pl->cap = cap;
+    }
+    size_t prev_end = 0, best_gap = (size_t)-1;
+    int best = -1;
+    for (int i = 0; i < pl->n_live; i++) {
+        size_t gap = pl->live[i].off - prev_end;
+        if (gap >= size && gap < best_gap) {
+            best_gap = gap;
+            best = i;
+        }
+        prev_end = pl->live[i].off + pl->live[i].size;
+    }
+    int at = best >= 0 ? best : pl->n_live;
+    size_t o = best >= 0 ? (best > 0 ? pl->live[best - 1].off + pl->live[best - 1].size : 0)
+                         : prev_end;
+    memmove(pl->live + at + 1, pl->live + at, (size_t)(pl->n_live - at) * sizeof *pl->live);
+    pl->live[at] = (block){o, size, var};
+    pl->n_live++;
+    if (o + size > pl->peak) pl->peak = o + size;
+    *off = o;
+    return OLY_OK;
+}
+
+static void plan_free(planner *pl, uint32_t var)
+{
+    for (int i = 0; i < pl->n_live; i++) {
+        if (pl->live[i].var == var) {
+            memmove(pl->live + i, pl->live + i + 1,
+                    (size_t)(pl->n_live - i - 1) * sizeof *pl->live);
+            pl->n_live--;
+            return;
+        }
+    }
+}
+
+/* Hands var from's block to var to (an in-place output takes its input's slot). */
+static void plan_transfer(planner *pl, uint32_t from, uint32_t to)
+{
+    for (int i = 0; i < pl->n_live; i++) {
+        if (pl->live[i].var == from) {
+            pl->live[i].var = to;
+            return;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- exe */
+
+void oly__exec_free(void *p)
+{
+    oly_exe *exe = p;
+    if (!exe) return;
+    for (int i = 0; i < exe->n_lit; i++) oly_array_release(exe->lit[i]);
+    free(exe->lit);
+    free(exe->step);
+    free(exe->loc);
+    free(exe->out_src);
+    free(exe->in_needs_array);
+    free(exe->refs);
+    free(exe->avals);
+    free(exe);
+}
+
+static oly_status make_literal(oly_exe *exe, const oly_scalar *s, int *ref)
+{
+    oly_aval a;
+    OLY_TRY(oly_aval_make(s->dtype, 0, NULL, &a));
+    a.weak = s->weak;
+    oly_array *arr;
+    OLY_TRY(oly_array_new(&a, &arr));
+    oly_scalar_store(s, s->dtype, oly_array_mutable_data(arr));
+    exe->lit[exe->n_lit] = arr;
+    *ref = -(exe->n_lit + 1);
+    exe->n_lit++;
+    return OLY_OK;
+}
+
+static oly_status compile(oly_program *p, oly_exe **out)
+{
+    oly_status st = OLY_OK;
+    uint32_t nv = p->n_vars;
+    int *last_use = NULL, *n_uses_by_cb = NULL, *out_first = NULL;
+    bool *freed = NULL;
+    planner pl = {0};
+    oly_exe *exe = oly__calloc(1, sizeof *exe);
+    if (!exe) return OLY_ERR_NOMEM;
+    exe->prog = p;
+    exe->n_vars = nv;
+    exe->n_step = p->n_eqn;
+
+    /* Sizes of the side tables. */
+    size_t n_refs = 0, n_lits = 0;
+    for (int i = 0; i < p->n_eqn; i++) {
+        const oly_eqn *e = &p->eqn[i];
+        if (!e->prim->kernel) {
+            st = oly__error(OLY_ERR_UNSUPPORTED,
+                            "%s: no CPU kernel for this primitive (equation %d)", e->prim->name,
+                            i);
+            goto fail;
+        }
+        n_refs += (size_t)e->n_in + (size_t)e->n_out;
+        for (int j = 0; j < e->n_in; j++) n_lits += e->in[j].kind == OLY_ATOM_LIT;
+        if (e->n_in > exe->max_in) exe->max_in = e->n_in;
+        if (e->n_out > exe->max_out) exe->max_out = e->n_out;
+    }
+    for (int k = 0; k < p->n_out; k++) n_lits += p->out[k].kind == OLY_ATOM_LIT;
+
+    exe->step = oly__calloc((size_t)p->n_eqn, sizeof *exe->step);
+    exe->loc = oly__calloc(nv, sizeof *exe->loc);
+    exe->lit = oly__calloc(n_lits, sizeof *exe->lit);
+    exe->out_src = oly__calloc((size_t)p->n_out, sizeof *exe->out_src);
+    exe->in_needs_array = oly__calloc((size_t)p->n_in, sizeof *exe->in_needs_array);
+    exe->refs = oly__calloc(n_refs, sizeof *exe->refs);
+    exe->avals = oly__calloc(n_refs, sizeof *exe->avals);
+    last_use = oly__calloc(nv, sizeof *last_use);
+    n_uses_by_cb = oly__calloc(nv, sizeof *n_uses_by_cb);
+    out_first = oly__calloc(nv, sizeof *out_first);
+    freed = oly__calloc(nv, sizeof *freed);
+    if (!exe->step || !exe->loc || !exe->lit || !exe->out_src || !exe->in_needs_array ||
+        !exe->refs || !exe->avals || !last_use || !n_uses_by_cb || !out_first || !freed) {
+        st = OLY_ERR_NOMEM;
+        goto fail;
+    }
+
+    /* Where inputs and constants live; everything else is decided below. */
+    for (uint32_t v = 0; v < nv; v++) {
+        last_use[v] = -1;
+        out_first[v] = -1;
+        exe->loc[v] = (oly_loc){OLY_LOC_SCRATCH, 0, 0};
+    }
+    for (int i = 0; i < p->n_in; i++) exe->loc[p->in[i]->id] = (oly_loc){OLY_LOC_INPUT, i, 0};
+    for (int i = 0; i < p->n_const; i++)
+        exe->loc[p->constvar[i]->id] = (oly_loc){OLY_LOC_CONST, i, 0};
+
+    /* Liveness: last equation reading each var; program outputs live to the end. */
+    for (int i = 0; i < p->n_eqn; i++) {
+        const oly_eqn *e = &p->eqn[i];
+        for (int j = 0; j < e->n_in; j++) {
+            if (e->in[j].kind != OLY_ATOM_VAR) continue;
+            uint32_t v = e->in[j].var->id;
+            last_use[v] = i;
+            if (e->prim->wants_arrays) n_uses_by_cb[v]++;
+        }
+    }
+    for (int k = 0; k < p->n_out; k++) {
+        if (p->out[k].kind != OLY_ATOM_VAR) continue;
+        uint32_t v = p->out[k].var->id;
+        last_use[v] = p->n_eqn;
+        if (out_first[v] < 0) out_first[v] = k;
+    }
+    for (int i = 0; i < p->n_in; i++) exe->in_needs_array[i] = n_uses_by_cb[p->in[i]->id] > 0;
+
+    /* Steps and the buffer plan, equation by equation. */
+    int *r = exe->refs;
+    oly_aval *av = exe->avals;
+    for (int i = 0; i < p->n_eqn; i++) {
+        const oly_eqn *e = &p->eqn[i];
+        oly_step *s = &exe->step[i];
+        s->eqn = e;
+        s->kernel = e->prim->kernel;
+        s->n_in = e->n_in;
+        s->n_out = e->n_out;
+        s->in_ref = r;
+        r += e->n_in;
+        s->out_var = r;
+        r += e->n_out;
+        s->in_aval = av;
+        av += e->n_in;
+        s->out_aval = av;
+        av += e->n_out;
+        for (int j = 0; j < e->n_in; j++) {
+            s->in_aval[j] = oly__atom_aval(&e->in[j]);
+            if (e->in[j].kind == OLY_ATOM_VAR) {
+                s->in_ref[j] = (int)e->in[j].var->id;
+            } else if ((st = make_literal(exe, &e->in[j].lit, &s->in_ref[j])) != OLY_OK) {
+                goto fail;
+            }
+        }
+        for (int j = 0; j < e->n_out; j++) {
+            uint32_t v = e->out[j]->id;
+            s->out_var[j] = (int)v;
+            s->out_aval[j] = e->out[j]->aval;
+            if (n_uses_by_cb[v] > 0) {
+                exe->loc[v] = (oly_loc){OLY_LOC_OWN, exe->n_own++, 0};
+            } else if (out_first[v] >= 0) {
+                exe->loc[v] = (oly_loc){OLY_LOC_OUT, out_first[v], 0};
+            } else {
+                if (last_use[v] < 0) last_use[v] = i; /* never read: dies here */
+                size_t nb = oly_aval_nbytes(&e->out[j]->aval);
+                const oly_atom *a0 = e->n_in > 0 ? &e->in[0] : NULL;
+                if (j == 0 && e->prim->inplace_ok && a0 && a0->kind == OLY_ATOM_VAR &&
+                    exe->loc[a0->var->id].kind == OLY_LOC_SCRATCH && last_use[a0->var->id] == i &&
+                    !freed[a0->var->id] && oly_aval_nbytes(&a0->var->aval) == nb) {
+                    uint32_t u = a0->var->id;
+                    exe->loc[v] = (oly_loc){OLY_LOC_SCRATCH, 0, exe->loc[u].off};
+                    plan_transfer(&pl, u, v);
+                    freed[u] = true;
+                } else {
+                    size_t off;
+                    if ((st = plan_alloc(&pl, v, nb, &off)) != OLY_OK) goto fail;
+                    exe->loc[v] = (oly_loc){OLY_LOC_SCRATCH, 0, off};
+                }
+                exe->sum_intermediate_bytes += round_up(nb);
+            }
+        }
+        /* Inputs read for the last time, and outputs nobody reads, die here. */
+        for (int j = 0; j < e->n_in; j++) {
+            if (e->in[j].kind != OLY_ATOM_VAR) continue;
+            uint32_t u = e->in[j].var->id;
+            if (exe->loc[u].kind == OLY_LOC_SCRATCH && last_use[u] == i && !freed[u]) {
+                plan_free(&pl, u);
+                freed[u] = true;
+            }
+        }
+        for (int j = 0; j < e->n_out; j++) {
+            uint32_t v = e->out[j]->id;
+            if (exe->loc[v].kind == OLY_LOC_SCRATCH && last_use[v] == i && !freed[v]) {
+                plan_free(&pl, v);
+                freed[v] = true;
+            }
+        }
+    }
+    exe->scratch_bytes = pl.peak;
+
+    /* Program outputs: written in place, or copied at the end of the run. */
+    for (int k = 0; k < p->n_out; k++) {
+        const oly_atom *a = &p->out[k];
+        if (a->kind == OLY_ATOM_LIT) {
+            exe->out_src[k].direct = false;
+            if ((st = make_literal(exe, &a->lit, &exe->out_src[k].ref)) != OLY_OK) goto fail;
+        } else {
+            uint32_t v = a->var->id;
+            exe->out_src[k].ref = (int)v;
+            exe->out_src[k].direct = exe->loc[v].kind == OLY_LOC_OUT && exe->loc[v].idx == k;
+        }
+    }
+
+    free(pl.live);
+    free(last_use);
+    free(n_uses_by_cb);
+    free(out_first);
+    free(freed);
+    *out = exe;
+    return OLY_OK;
+
+fail:
+    free(pl.live);
+    free(last_use);
+    free(n_uses_by_cb);
+    free(out_first);
+    free(freed);
+    oly__exec_free(exe);
+    return st;
+}
+
+oly_status oly__exec_get(oly_program *p, const oly_exe **out)
+{
+    void *cur = atomic_load_explicit(&p->exe, memory_order_acquire);
+    if (!cur) {
+        oly_exe *mine = NULL;
+        OLY_TRY(compile(p, &mine));
+        void *expected = NULL;
+        if (atomic_compare_exchange_strong_explicit(&p->exe, &expected, mine,
+                                                    memory_order_acq_rel,
+                                                    memory_order_acquire)) {
+            cur = mine;
+        } else {
+            oly__exec_free(mine); /* another thread won; use its executable */
+            cur = expected;
+        }
+    }
+    *out = cur;
+    return OLY_OK;
+}
+
+oly_status oly__exec_plan_bytes(oly_program *p, size_t *scratch, size_t *sum_intermediates)
+{
+    const oly_exe *exe;
+    OLY_TRY(oly__exec_get(p, &exe));
+    if (scratch) *scratch = exe->scratch_bytes;
+    if (sum_intermediates) *sum_intermediates = exe->sum_intermediate_bytes;
+    return OLY_OK;
+}

@@ -1,0 +1,95 @@
+/* exec.h — declarations private to the CPU executor (src/exec/): the compiled
+ * form of a program (the executable), the run state, and small queries that
+ * tests use to observe the buffer plan and the eager cache. */
+#ifndef OLYMPUS_EXEC_H
+#define OLYMPUS_EXEC_H
+
+#include "internal.h"
+
+/* Most nested runs on one thread (pjit inside pjit, host functions running
+ * programs): deeper is an error, not a stack overflow. */
+#define OLY_EXEC_MAX_DEPTH 64
+/* Scratch offsets and sizes are multiples of this. */
+#define OLY_EXEC_ALIGN 64
+
+/* Where a variable lives during a run. */
+typedef enum oly_loc_kind {
+    OLY_LOC_INPUT,   /* program input idx */
+    OLY_LOC_CONST,   /* program constant idx */
+    OLY_LOC_SCRATCH, /* at off in the run's scratch block */
+    OLY_LOC_OWN,     /* its own oly_array per run (a callback consumes it) */
+    OLY_LOC_OUT,     /* written straight into output buffer idx */
+    OLY_LOC_KIND_COUNT
+} oly_loc_kind;
+
+typedef struct oly_loc {
+    oly_loc_kind kind;
+    int idx;
+    size_t off;
+} oly_loc;
+
+/* One equation ready to run. in_ref[j] >= 0 is a var id; -(k+1) is literal k. */
+typedef struct oly_step {
+    const oly_eqn *eqn;         /* borrowed from the program */
+    oly_kernel_fn kernel;
+    int n_in, n_out;
+    int *in_ref;                /* owned by the exe's block */
+    int *out_var;               /* var ids */
+    oly_aval *in_aval;
+    oly_aval *out_aval;
+} oly_step;
+
+/* How program output k is produced: directly (its var is OLY_LOC_OUT k) or
+ * by a copy at the end of the run from a var or a literal. */
+typedef struct oly_out_src {
+    bool direct;
+    int ref;                    /* like oly_step.in_ref */
+} oly_out_src;
+
+typedef struct oly_exe {
+    oly_program *prog;          /* borrowed: the exe is owned by the program */
+    uint32_t n_vars;
+    int n_step;
+    oly_step *step;             /* owned */
+    oly_loc *loc;               /* owned, n_vars */
+    int n_lit;
+    oly_array **lit;            /* owned references: 0-d literal values */
+    oly_out_src *out_src;       /* owned, n_out */
+    bool *in_needs_array;       /* owned, n_in: a callback consumes input i */
+    int n_own;                  /* vars with OLY_LOC_OWN */
+    size_t scratch_bytes;       /* peak of the buffer plan */
+    size_t sum_intermediate_bytes; /* what the plan would need without reuse */
+    int max_in, max_out;        /* largest arity of any step */
+    int *refs;                  /* owned: storage behind the steps' int arrays */
+    oly_aval *avals;            /* owned: storage behind the steps' avals */
+} oly_exe;
+
+/* One execution of a program; nested runs point at their parent. */
+struct oly_run {
+    const oly_run *parent;      /* borrowed; NULL at top level */
+    int device;
+    int depth;                  /* nesting depth on this thread, 1 at top level */
+};
+
+/* The executable of p, compiling and caching it on first use. Borrowed: it
+ * lives as long as p. Fails (UNSUPPORTED) when a row has no kernel. */
+oly_status oly__exec_get(oly_program *p, const oly_exe **out);
+
+/* Runs exe. in_arrays (may be NULL) are the inputs as arrays, used where a
+ * callback consumes an input; without them such inputs are copied. */
+oly_status oly__exec_run(oly_run *parent, const oly_exe *exe, int device, const void *const *in,
+                         oly_array *const *in_arrays, void *const *out);
+
+/* OLYMPUS_NUM_CPU_DEVICES's value as a device count: 1 when s is NULL, empty
+ * or not an integer in [1, 1024] (src/rt/device.c). */
+int oly__parse_device_count(const char *s);
+
+/* Test queries. */
+/* Scratch bytes a run of p uses, and the sum of its intermediates' sizes. */
+oly_status oly__exec_plan_bytes(oly_program *p, size_t *scratch, size_t *sum_intermediates);
+/* Eager cache: entries, programs built (misses), hits since start. */
+void oly__apply_cache_stats(int *entries, long *builds, long *hits);
+/* Drops every cached program (tests call it to stay leak-free). */
+void oly__apply_cache_clear(void);
+
+#endif /* OLYMPUS_EXEC_H */
