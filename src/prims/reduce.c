@@ -1,0 +1,707 @@
+/* reduce.c — reductions (reduce_sum/prod/max/min/and/or), argmax/argmin and
+ * cumulative scans (cumsum/cumprod/cummax/cummin), following JAX's lax.
+ *
+ * Kernels load runs of elements into an accumulator type chosen by dtype kind
+ * (double for every float, int64 for signed ints, uint64 for unsigned ints and
+ * bool, double complex for complex), combine there, and convert back once:
+ * f16/bf16/f32 sums and products accumulate in double, f64 sums in double with
+ * 512-element blocks, integer arithmetic wraps (done in uint64). Max/min
+ * propagate NaN. Reductions walk the input once in memory order, whatever the
+ * axes, accumulating into one slot per output element. */
+#include "internal.h"
+
+#include <math.h>
+
+/* ---------------------------------------------------------------- messages */
+
+typedef struct { char s[320]; } text;
+
+static text show_aval(const oly_aval *a)
+{
+    text t;
+    oly_aval_format(t.s, sizeof t.s, a);
+    return t;
+}
+
+static text show_ints(const oly_ints *v)
+{
+    text t;
+    size_t len = 0;
+    t.s[len++] = '(';
+    t.s[len] = '\0';
+    for (int i = 0; i < v->n && i < OLY_MAX_RANK; i++)
+        len += (size_t)snprintf(t.s + len, sizeof t.s - len, "%s%lld", i ? ", " : "",
+                                (long long)v->v[i]);
+    snprintf(t.s + len, sizeof t.s - len, ")");
+    return t;
+}
+
+static oly_status check_n_in(const oly_shape_ctx *ctx, int want)
+{
+    if (ctx->n_in != want)
+        return oly__error(OLY_ERR_INVALID, "%s: expected %d operand%s, got %d", ctx->prim->name,
+                          want, want == 1 ? "" : "s", ctx->n_in);
+    return OLY_OK;
+}
+
+static oly_status norm_axis(const char *who, int64_t axis, int rank, int64_t *out)
+{
+    if (axis < -rank || axis >= rank)
+        return oly__error(OLY_ERR_INVALID,
+                          "%s: axis %lld is out of range for rank %d (expected -%d <= axis < %d)",
+                          who, (long long)axis, rank, rank, rank);
+    *out = axis < 0 ? axis + rank : axis;
+    return OLY_OK;
+}
+
+/* Validates axes (distinct, in range; negatives allowed) and marks them. */
+static oly_status mark_axes(const char *who, const oly_ints *axes, const oly_aval *x, bool *marks)
+{
+    if (axes->n < 0 || axes->n > OLY_MAX_RANK)
+        return oly__error(OLY_ERR_INVALID, "%s: axes must have 0..%d entries, got %d", who,
+                          OLY_MAX_RANK, axes->n);
+    for (int i = 0; i < OLY_MAX_RANK; i++) marks[i] = false;
+    for (int i = 0; i < axes->n; i++) {
+        int64_t a;
+        if (axes->v[i] < -x->rank || axes->v[i] >= x->rank)
+            return oly__error(OLY_ERR_INVALID, "%s: axes %s out of range for operand %s", who,
+                              show_ints(axes).s, show_aval(x).s);
+        a = axes->v[i] < 0 ? axes->v[i] + x->rank : axes->v[i];
+        if (marks[a])
+            return oly__error(OLY_ERR_INVALID, "%s: axes %s are not unique", who,
+                              show_ints(axes).s);
+        marks[a] = true;
+    }
+    return OLY_OK;
+}
+
+static void drop_axes(const oly_aval *x, const bool *marks, oly_dtype t, bool weak, oly_aval *out)
+{
+    memset(out, 0, sizeof *out);
+    out->dtype = t;
+    out->weak = weak;
+    for (int i = 0; i < x->rank; i++)
+        if (!marks[i]) out->dims[out->rank++] = x->dims[i];
+}
+
+/* ---------------------------------------------------------------- accumulators */
+
+typedef enum acc_kind { ACC_F, ACC_I, ACC_U, ACC_C } acc_kind; /* double int64 uint64 double[2] */
+typedef enum rop { R_SUM, R_PROD, R_MAX, R_MIN, R_AND, R_OR } rop;
+
+static acc_kind acc_of(oly_dtype t)
+{
+    if (oly_dtype_is_float(t)) return ACC_F;
+    if (oly_dtype_is_signed_int(t)) return ACC_I;
+    if (oly_dtype_is_complex(t)) return ACC_C;
+    return ACC_U; /* unsigned, bool */
+}
+
+static size_t acc_size(acc_kind k) { return k == ACC_C ? 16 : 8; }
+
+/* The dtype whose storage equals the accumulator (the output is then used in place). */
+static bool acc_is_native(oly_dtype t)
+{
+    return t == OLY_FLOAT64 || t == OLY_INT64 || t == OLY_UINT64 || t == OLY_COMPLEX128;
+}
+
+#define LOAD(CT, AT)                                                                      \
+    for (int64_t i = 0; i < n; i++) {                                                     \
+        CT v_;                                                                            \
+        memcpy(&v_, src + i * st, sizeof v_);                                             \
+        ((AT *)dst)[i] = (AT)v_;                                                          \
+    }                                                                                     \
+    break
+
+/* Loads n elements of dtype t (byte stride st) into the accumulator buffer dst. */
+static void load(oly_dtype t, const char *src, int64_t st, int64_t n, void *dst)
+{
+    switch (t) {
+    case OLY_BOOL: LOAD(uint8_t, uint64_t);
+    case OLY_INT8: LOAD(int8_t, int64_t);
+    case OLY_INT16: LOAD(int16_t, int64_t);
+    case OLY_INT32: LOAD(int32_t, int64_t);
+    case OLY_INT64: LOAD(int64_t, int64_t);
+    case OLY_UINT8: LOAD(uint8_t, uint64_t);
+    case OLY_UINT16: LOAD(uint16_t, uint64_t);
+    case OLY_UINT32: LOAD(uint32_t, uint64_t);
+    case OLY_UINT64: LOAD(uint64_t, uint64_t);
+    case OLY_FLOAT32: LOAD(float, double);
+    case OLY_FLOAT64: LOAD(double, double);
+    case OLY_FLOAT16:
+    case OLY_BFLOAT16:
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t h;
+            memcpy(&h, src + i * st, 2);
+            ((double *)dst)[i] = t == OLY_FLOAT16 ? oly__half_to_float(h) : oly__bf16_to_float(h);
+        }
+        break;
+    case OLY_COMPLEX64:
+        for (int64_t i = 0; i < n; i++) {
+            float v[2];
+            memcpy(v, src + i * st, 8);
+            ((double *)dst)[2 * i] = v[0];
+            ((double *)dst)[2 * i + 1] = v[1];
+        }
+        break;
+    case OLY_COMPLEX128:
+        for (int64_t i = 0; i < n; i++) memcpy((char *)dst + 16 * i, src + i * st, 16);
+        break;
+    default: break;
+    }
+}
+
+#define STORE(CT, AT)                                                                     \
+    for (int64_t i = 0; i < n; i++) {                                                     \
+        CT v_ = (CT)((const AT *)acc)[i];                                                 \
+        memcpy(dst + i * st, &v_, sizeof v_);                                             \
+    }                                                                                     \
+    break
+
+/* Stores n accumulators as dtype t (byte stride st): the inverse of load. */
+static void store(oly_dtype t, const void *acc, int64_t n, char *dst, int64_t st)
+{
+    switch (t) {
+    case OLY_BOOL:
+        for (int64_t i = 0; i < n; i++) dst[i * st] = ((const uint64_t *)acc)[i] != 0;
+        break;
+    case OLY_INT8: STORE(int8_t, int64_t);
+    case OLY_INT16: STORE(int16_t, int64_t);
+    case OLY_INT32: STORE(int32_t, int64_t);
+    case OLY_INT64: STORE(int64_t, int64_t);
+    case OLY_UINT8: STORE(uint8_t, uint64_t);
+    case OLY_UINT16: STORE(uint16_t, uint64_t);
+    case OLY_UINT32: STORE(uint32_t, uint64_t);
+    case OLY_UINT64: STORE(uint64_t, uint64_t);
+    case OLY_FLOAT32: STORE(float, double);
+    case OLY_FLOAT64: STORE(double, double);
+    case OLY_FLOAT16:
+    case OLY_BFLOAT16:
+        for (int64_t i = 0; i < n; i++) {
+            float f = (float)((const double *)acc)[i];
+            uint16_t h = t == OLY_FLOAT16 ? oly__float_to_half(f) : oly__float_to_bf16(f);
+            memcpy(dst + i * st, &h, 2);
+        }
+        break;
+    case OLY_COMPLEX64:
+        for (int64_t i = 0; i < n; i++) {
+            float v[2] = {(float)((const double *)acc)[2 * i],
+                          (float)((const double *)acc)[2 * i + 1]};
+            memcpy(dst + i * st, v, 8);
+        }
+        break;
+    case OLY_COMPLEX128:
+        for (int64_t i = 0; i < n; i++) memcpy(dst + i * st, (const char *)acc + 16 * i, 16);
+        break;
+    default: break;
+    }
+}
+
+/* The identity of op for dtype t, as one accumulator at dst. */
+static void identity(rop op, oly_dtype t, void *dst)
+{
+    acc_kind k = acc_of(t);
+    int bits = (int)oly_dtype_size(t) * 8;
+    switch (k) {
+    case ACC_F: {
+        double v = op == R_SUM ? 0.0 : op == R_PROD ? 1.0 : op == R_MAX ? -INFINITY : INFINITY;
+        memcpy(dst, &v, 8);
+        break;
+    }
+    case ACC_C: {
+        double v[2] = {op == R_PROD ? 1.0 : 0.0, 0.0};
+        memcpy(dst, v, 16);
+        break;
+    }
+    case ACC_I: {
+        int64_t hi = bits == 64 ? INT64_MAX : (int64_t)((UINT64_C(1) << (bits - 1)) - 1);
+        int64_t v = op == R_SUM || op == R_OR ? 0 : op == R_PROD ? 1 : op == R_AND ? -1
+                  : op == R_MAX ? -hi - 1 : hi;
+        memcpy(dst, &v, 8);
+        break;
+    }
+    case ACC_U: {
+        uint64_t hi = t == OLY_BOOL ? 1 : bits == 64 ? UINT64_MAX : (UINT64_C(1) << bits) - 1;
+        uint64_t v = op == R_SUM || op == R_OR || op == R_MAX ? 0 : op == R_PROD ? 1
+                   : op == R_AND ? UINT64_MAX : hi;
+        memcpy(dst, &v, 8);
+        break;
+    }
+    }
+}
+
+enum { VEC, RED, SCAN, SCAN_REV };
+
+/* Combines n loaded values x into accumulators:
+ * VEC: acc[i] = acc[i] op x[i]; RED: acc[0] = acc[0] op x[0..n);
+ * SCAN / SCAN_REV: running acc[0] over x forwards / backwards, x[i] = running value. */
+#define COMBINE(T, E)                                                                     \
+    do {                                                                                  \
+        T *acc_ = accp, *x_ = xp;                                                         \
+        if (mode == VEC) {                                                                \
+            for (int64_t i = 0; i < n; i++) {                                             \
+                T a = acc_[i], x = x_[i];                                                 \
+                acc_[i] = (E);                                                            \
+            }                                                                             \
+        } else {                                                                          \
+            T a = acc_[0];                                                                \
+            for (int64_t j = 0; j < n; j++) {                                             \
+                int64_t i = mode == SCAN_REV ? n - 1 - j : j;                             \
+                T x = x_[i];                                                              \
+                a = (E);                                                                  \
+                if (mode != RED) x_[i] = a;                                               \
+            }                                                                             \
+            acc_[0] = a;                                                                  \
+        }                                                                                 \
+    } while (0)
+
+static void combine(acc_kind k, rop op, int mode, void *accp, void *xp, int64_t n)
+{
+    switch (k) {
+    case ACC_F:
+        if (op == R_SUM && mode == RED) { /* block sum, then one add */
+            const double *x = xp;
+            double s = 0;
+            for (int64_t i = 0; i < n; i++) s += x[i];
+            *(double *)accp += s;
+            return;
+        }
+        switch (op) {
+        case R_SUM: COMBINE(double, a + x); break;
+        case R_PROD: COMBINE(double, a * x); break;
+        case R_MAX: COMBINE(double, (x > a || isnan(x)) ? x : a); break;
+        case R_MIN: COMBINE(double, (x < a || isnan(x)) ? x : a); break;
+        default: break;
+        }
+        break;
+    case ACC_I:
+        switch (op) {
+        case R_SUM: COMBINE(int64_t, (int64_t)((uint64_t)a + (uint64_t)x)); break;
+        case R_PROD: COMBINE(int64_t, (int64_t)((uint64_t)a * (uint64_t)x)); break;
+        case R_MAX: COMBINE(int64_t, x > a ? x : a); break;
+        case R_MIN: COMBINE(int64_t, x < a ? x : a); break;
+        case R_AND: COMBINE(int64_t, a & x); break;
+        case R_OR: COMBINE(int64_t, a | x); break;
+        }
+        break;
+    case ACC_U:
+        switch (op) {
+        case R_SUM: COMBINE(uint64_t, a + x); break;
+        case R_PROD: COMBINE(uint64_t, a * x); break;
+        case R_MAX: COMBINE(uint64_t, x > a ? x : a); break;
+        case R_MIN: COMBINE(uint64_t, x < a ? x : a); break;
+        case R_AND: COMBINE(uint64_t, a & x); break;
+        case R_OR: COMBINE(uint64_t, a | x); break;
+        }
+        break;
+    case ACC_C: {
+        double *a = accp, *x = xp;
+        for (int64_t j = 0; j < n; j++) {
+            int64_t i = mode == SCAN_REV ? n - 1 - j : j;
+            double *ai = mode == VEC ? a + 2 * i : a;
+            double re = ai[0], im = ai[1], xr = x[2 * i], xi = x[2 * i + 1];
+            if (op == R_SUM) {
+                ai[0] = re + xr;
+                ai[1] = im + xi;
+            } else {
+                ai[0] = re * xr - im * xi;
+                ai[1] = re * xi + im * xr;
+            }
+            if (mode == SCAN || mode == SCAN_REV) {
+                x[2 * i] = ai[0];
+                x[2 * i + 1] = ai[1];
+            }
+        }
+        break;
+    }
+    }
+}
+
+#define CHUNK 512
+
+/* ---------------------------------------------------------------- reductions */
+
+static const char *const op_names[] = {"reduce_sum", "reduce_prod", "reduce_max",
+                                       "reduce_min", "reduce_and",  "reduce_or"};
+
+static oly_status reduce_dtype_ok(rop op, const oly_aval *x)
+{
+    oly_dtype t = x->dtype;
+    bool ok;
+    const char *want;
+    switch (op) {
+    case R_SUM:
+    case R_PROD:
+        ok = oly_dtype_is_int(t) || oly_dtype_is_inexact(t);
+        want = "a numeric dtype (not bool)";
+        break;
+    case R_MAX:
+    case R_MIN:
+        ok = !oly_dtype_is_complex(t);
+        want = "a bool, integer or float dtype";
+        break;
+    default:
+        ok = oly_dtype_is_bool(t) || oly_dtype_is_int(t);
+        want = "a bool or integer dtype";
+        break;
+    }
+    if (!ok || (unsigned)t >= OLY_DTYPE_COUNT)
+        return oly__error(OLY_ERR_TYPE, "%s: operand must have %s, got %s", op_names[op], want,
+                          show_aval(x).s);
+    return OLY_OK;
+}
+
+static oly_status reduce_shape(const oly_shape_ctx *ctx, oly_aval *out, rop op)
+{
+    const oly_params_reduce *p = ctx->params;
+    OLY_TRY(check_n_in(ctx, 1));
+    const oly_aval *x = &ctx->in[0];
+    OLY_TRY(reduce_dtype_ok(op, x));
+    bool marks[OLY_MAX_RANK];
+    OLY_TRY(mark_axes(op_names[op], &p->axes, x, marks));
+    drop_axes(x, marks, x->dtype, x->weak, out);
+    return OLY_OK;
+}
+
+static oly_status reduce_kernel(const oly_kernel_ctx *ctx, rop op)
+{
+    if (ctx->ith != 0) return OLY_OK; /* one pass over the input: one thread */
+    const oly_params_reduce *p = ctx->params;
+    const oly_aval *x = &ctx->in_aval[0], *o = &ctx->out_aval[0];
+    oly_dtype t = x->dtype;
+    acc_kind k = acc_of(t);
+    size_t as = acc_size(k), es = oly_dtype_size(t);
+    int64_t n_out = oly_aval_size(o), n_in = oly_aval_size(x);
+
+    void *acc = acc_is_native(t) ? ctx->out[0] : malloc((size_t)(n_out ? n_out : 1) * as);
+    if (!acc) return oly__error(OLY_ERR_NOMEM, "%s: out of memory for %lld accumulators",
+                                op_names[op], (long long)n_out);
+    for (int64_t i = 0; i < n_out; i++) identity(op, t, (char *)acc + (size_t)i * as);
+
+    if (n_in > 0) {
+        bool red[OLY_MAX_RANK] = {false};
+        for (int i = 0; i < p->axes.n; i++)
+            red[p->axes.v[i] < 0 ? p->axes.v[i] + x->rank : p->axes.v[i]] = true;
+        /* groups of consecutive dims of one kind (kept/reduced); unit dims dropped */
+        int g = 0;
+        int64_t gd[OLY_MAX_RANK];
+        bool gr[OLY_MAX_RANK];
+        for (int d = 0; d < x->rank; d++) {
+            if (x->dims[d] == 1) continue;
+            if (g > 0 && gr[g - 1] == red[d]) {
+                gd[g - 1] *= x->dims[d];
+            } else {
+                gd[g] = x->dims[d];
+                gr[g++] = red[d];
+            }
+        }
+        if (g == 0) {
+            gd[0] = 1;
+            gr[g++] = false;
+        }
+        int64_t sin[OLY_MAX_RANK], sout[OLY_MAX_RANK], ai = 1, ao = 1;
+        for (int d = g - 1; d >= 0; d--) {
+            sin[d] = ai;
+            ai *= gd[d];
+            sout[d] = gr[d] ? 0 : ao;
+            if (!gr[d]) ao *= gd[d];
+        }
+        int last = g - 1;
+        int64_t n_outer = 1, idx[OLY_MAX_RANK] = {0}, ioff = 0, ooff = 0;
+        for (int d = 0; d < last; d++) n_outer *= gd[d];
+        double tmp[2 * CHUNK];
+        const char *src = ctx->in[0];
+        for (int64_t it = 0; it < n_outer; it++) {
+            for (int64_t c = 0; c < gd[last]; c += CHUNK) {
+                int64_t n = gd[last] - c < CHUNK ? gd[last] - c : CHUNK;
+                load(t, src + (size_t)(ioff + c) * es, (int64_t)es, n, tmp);
+                if (gr[last])
+                    combine(k, op, RED, (char *)acc + (size_t)ooff * as, tmp, n);
+                else
+                    combine(k, op, VEC, (char *)acc + (size_t)(ooff + c) * as, tmp, n);
+            }
+            for (int d = last - 1; d >= 0; d--) {
+                ioff += sin[d];
+                ooff += sout[d];
+                if (++idx[d] < gd[d]) break;
+                ioff -= sin[d] * gd[d];
+                ooff -= sout[d] * gd[d];
+                idx[d] = 0;
+            }
+        }
+    }
+    if (acc != ctx->out[0]) {
+        store(t, acc, n_out, ctx->out[0], (int64_t)es);
+        free(acc);
+    }
+    return OLY_OK;
+}
+
+#define REDUCE_ROW(NAME, OP)                                                              \
+    static oly_status NAME##_shape(const oly_shape_ctx *ctx, oly_aval *out)               \
+    {                                                                                     \
+        return reduce_shape(ctx, out, OP);                                                \
+    }                                                                                     \
+    static oly_status NAME##_kernel(const oly_kernel_ctx *ctx) { return reduce_kernel(ctx, OP); }
+
+REDUCE_ROW(reduce_sum, R_SUM)
+REDUCE_ROW(reduce_prod, R_PROD)
+REDUCE_ROW(reduce_max, R_MAX)
+REDUCE_ROW(reduce_min, R_MIN)
+REDUCE_ROW(reduce_and, R_AND)
+REDUCE_ROW(reduce_or, R_OR)
+
+/* ---------------------------------------------------------------- argmax, argmin */
+
+/* Splits x around axis: outer x n x inner. */
+static void split_axis(const oly_aval *x, int64_t axis, int64_t *outer, int64_t *n, int64_t *inner)
+{
+    *outer = *inner = 1;
+    for (int i = 0; i < axis; i++) *outer *= x->dims[i];
+    for (int i = (int)axis + 1; i < x->rank; i++) *inner *= x->dims[i];
+    *n = x->dims[axis];
+}
+
+static oly_status argminmax_shape(const oly_shape_ctx *ctx, oly_aval *out, bool is_max)
+{
+    const oly_params_argminmax *p = ctx->params;
+    const char *who = is_max ? "argmax" : "argmin";
+    OLY_TRY(check_n_in(ctx, 1));
+    const oly_aval *x = &ctx->in[0];
+    if (oly_dtype_is_complex(x->dtype) || (unsigned)x->dtype >= OLY_DTYPE_COUNT)
+        return oly__error(OLY_ERR_TYPE, "%s: operand must have a bool, integer or float dtype, got %s",
+                          who, show_aval(x).s);
+    if (p->index_dtype != OLY_INT32 && p->index_dtype != OLY_INT64)
+        return oly__error(OLY_ERR_TYPE, "%s: index_dtype must be int32 or int64, got %s", who,
+                          (unsigned)p->index_dtype < OLY_DTYPE_COUNT
+                              ? oly_dtype_name(p->index_dtype) : "an invalid dtype");
+    if (p->axes.n != 1)
+        return oly__error(OLY_ERR_INVALID, "%s: axes must hold exactly one axis, got %s", who,
+                          show_ints(&p->axes).s);
+    bool marks[OLY_MAX_RANK];
+    OLY_TRY(mark_axes(who, &p->axes, x, marks));
+    int64_t axis = p->axes.v[0] < 0 ? p->axes.v[0] + x->rank : p->axes.v[0];
+    if (x->dims[axis] == 0)
+        return oly__error(OLY_ERR_SHAPE,
+                          "%s: the reduced axis %lld of operand %s is empty; it needs at least "
+                          "one element",
+                          who, (long long)axis, show_aval(x).s);
+    drop_axes(x, marks, p->index_dtype, false, out);
+    return OLY_OK;
+}
+
+/* Whether candidate x beats the current best b (first occurrence wins; NaN is
+ * both the max and the min, and the first NaN wins). */
+#define BEATS_F(x, b, is_max) \
+    (!isnan(b) && (isnan(x) || ((is_max) ? (x) > (b) : (x) < (b))))
+#define BEATS(x, b, is_max) ((is_max) ? (x) > (b) : (x) < (b))
+
+static void argbest(acc_kind k, bool is_max, int64_t kk, const void *xp, void *bestp,
+                    int64_t *bidx, int64_t n, int vec)
+{
+    /* vec: x[i] competes with best[i] (index kk); else x[0..n) compete with best[0] (index kk+i) */
+    for (int64_t i = 0; i < n; i++) {
+        int64_t bi = vec ? i : 0;
+        bool take;
+        switch (k) {
+        case ACC_F: {
+            double x = ((const double *)xp)[i], b = ((double *)bestp)[bi];
+            take = BEATS_F(x, b, is_max);
+            if (take) ((double *)bestp)[bi] = x;
+            break;
+        }
+        case ACC_I: {
+            int64_t x = ((const int64_t *)xp)[i], b = ((int64_t *)bestp)[bi];
+            take = BEATS(x, b, is_max);
+            if (take) ((int64_t *)bestp)[bi] = x;
+            break;
+        }
+        default: {
+            uint64_t x = ((const uint64_t *)xp)[i], b = ((uint64_t *)bestp)[bi];
+            take = BEATS(x, b, is_max);
+            if (take) ((uint64_t *)bestp)[bi] = x;
+            break;
+        }
+        }
+        if (take) bidx[bi] = vec ? kk : kk + i;
+    }
+}
+
+static void store_index(oly_dtype t, char *dst, int64_t v)
+{
+    if (t == OLY_INT32) {
+        int32_t w = (int32_t)v;
+        memcpy(dst, &w, 4);
+    } else {
+        memcpy(dst, &v, 8);
+    }
+}
+
+static oly_status argminmax_kernel(const oly_kernel_ctx *ctx, bool is_max)
+{
+    const oly_params_argminmax *p = ctx->params;
+    const oly_aval *x = &ctx->in_aval[0];
+    oly_dtype t = x->dtype, it = ctx->out_aval[0].dtype;
+    acc_kind k = acc_of(t);
+    size_t es = oly_dtype_size(t), is = oly_dtype_size(it);
+    int64_t axis = p->axes.v[0] < 0 ? p->axes.v[0] + x->rank : p->axes.v[0];
+    int64_t outer, n, inner;
+    split_axis(x, axis, &outer, &n, &inner);
+    if (outer * inner == 0 || n == 0) return OLY_OK;
+    int nth = ctx->nth < 1 ? 1 : ctx->nth;
+    int64_t lo = outer * ctx->ith / nth, hi = outer * (ctx->ith + 1) / nth;
+    const char *src = ctx->in[0];
+    char *dst = ctx->out[0];
+    uint64_t best[CHUNK], tmp[CHUNK];
+    int64_t bidx[CHUNK];
+    for (int64_t o = lo; o < hi; o++) {
+        const char *line = src + (size_t)(o * n * inner) * es;
+        if (inner == 1) { /* contiguous line */
+            load(t, line, (int64_t)es, 1, best);
+            bidx[0] = 0;
+            for (int64_t c = 1; c < n; c += CHUNK) {
+                int64_t m = n - c < CHUNK ? n - c : CHUNK;
+                load(t, line + (size_t)c * es, (int64_t)es, m, tmp);
+                argbest(k, is_max, c, tmp, best, bidx, m, 0);
+            }
+            store_index(it, dst + (size_t)o * is, bidx[0]);
+            continue;
+        }
+        for (int64_t j = 0; j < inner; j += CHUNK) { /* CHUNK lines side by side */
+            int64_t w = inner - j < CHUNK ? inner - j : CHUNK;
+            load(t, line + (size_t)j * es, (int64_t)es, w, best);
+            for (int64_t i = 0; i < w; i++) bidx[i] = 0;
+            for (int64_t kk = 1; kk < n; kk++) {
+                load(t, line + (size_t)(kk * inner + j) * es, (int64_t)es, w, tmp);
+                argbest(k, is_max, kk, tmp, best, bidx, w, 1);
+            }
+            for (int64_t i = 0; i < w; i++)
+                store_index(it, dst + (size_t)(o * inner + j + i) * is, bidx[i]);
+        }
+    }
+    return OLY_OK;
+}
+
+static oly_status argmax_shape(const oly_shape_ctx *ctx, oly_aval *out) { return argminmax_shape(ctx, out, true); }
+static oly_status argmin_shape(const oly_shape_ctx *ctx, oly_aval *out) { return argminmax_shape(ctx, out, false); }
+static oly_status argmax_kernel(const oly_kernel_ctx *ctx) { return argminmax_kernel(ctx, true); }
+static oly_status argmin_kernel(const oly_kernel_ctx *ctx) { return argminmax_kernel(ctx, false); }
+
+/* ---------------------------------------------------------------- cumulative */
+
+static const char *const cum_names[] = {"cumsum", "cumprod", "cummax", "cummin"};
+
+static oly_status cum_shape(const oly_shape_ctx *ctx, oly_aval *out, rop op)
+{
+    const oly_params_cumulative *p = ctx->params;
+    const char *who = cum_names[op];
+    OLY_TRY(check_n_in(ctx, 1));
+    const oly_aval *x = &ctx->in[0];
+    oly_dtype t = x->dtype;
+    bool ok = op == R_SUM || op == R_PROD ? oly_dtype_is_int(t) || oly_dtype_is_inexact(t)
+                                          : oly_dtype_is_int(t) || oly_dtype_is_float(t);
+    if (!ok)
+        return oly__error(OLY_ERR_TYPE, "%s: operand must have %s, got %s", who,
+                          op == R_SUM || op == R_PROD ? "a numeric dtype (not bool)"
+                                                      : "an integer or float dtype",
+                          show_aval(x).s);
+    if (x->rank == 0)
+        return oly__error(OLY_ERR_SHAPE, "%s: operand must have rank >= 1, got %s", who,
+                          show_aval(x).s);
+    int64_t axis = 0;
+    OLY_TRY(norm_axis(who, p->axis, x->rank, &axis));
+    *out = *x;
+    return OLY_OK;
+}
+
+static oly_status cum_kernel(const oly_kernel_ctx *ctx, rop op)
+{
+    const oly_params_cumulative *p = ctx->params;
+    const oly_aval *x = &ctx->in_aval[0];
+    oly_dtype t = x->dtype;
+    acc_kind k = acc_of(t);
+    size_t es = oly_dtype_size(t), as = acc_size(k);
+    int64_t axis = p->axis < 0 ? p->axis + x->rank : p->axis;
+    int64_t outer, n, inner;
+    split_axis(x, axis, &outer, &n, &inner);
+    if (outer * n * inner == 0) return OLY_OK;
+    int nth = ctx->nth < 1 ? 1 : ctx->nth;
+    int64_t lo = outer * ctx->ith / nth, hi = outer * (ctx->ith + 1) / nth;
+    const char *src = ctx->in[0];
+    char *dst = ctx->out[0];
+    double acc[2 * CHUNK], tmp[2 * CHUNK];
+    for (int64_t o = lo; o < hi; o++) {
+        size_t base = (size_t)(o * n * inner) * es;
+        if (inner == 1) { /* contiguous line, scanned in chunks */
+            identity(op, t, acc);
+            for (int64_t c0 = 0; c0 < n; c0 += CHUNK) {
+                int64_t m = n - c0 < CHUNK ? n - c0 : CHUNK;
+                int64_t c = p->reverse ? n - c0 - m : c0;
+                load(t, src + base + (size_t)c * es, (int64_t)es, m, tmp);
+                combine(k, op, p->reverse ? SCAN_REV : SCAN, acc, tmp, m);
+                store(t, tmp, m, dst + base + (size_t)c * es, (int64_t)es);
+            }
+            continue;
+        }
+        for (int64_t j = 0; j < inner; j += CHUNK) {
+            int64_t w = inner - j < CHUNK ? inner - j : CHUNK;
+            for (int64_t i = 0; i < w; i++) identity(op, t, (char *)acc + (size_t)i * as);
+            for (int64_t s = 0; s < n; s++) {
+                int64_t kk = p->reverse ? n - 1 - s : s;
+                size_t off = base + (size_t)(kk * inner + j) * es;
+                load(t, src + off, (int64_t)es, w, tmp);
+                combine(k, op, VEC, acc, tmp, w);
+                store(t, acc, w, dst + off, (int64_t)es);
+            }
+        }
+    }
+    return OLY_OK;
+}
+
+#define CUM_ROW(NAME, OP)                                                                 \
+    static oly_status NAME##_shape(const oly_shape_ctx *ctx, oly_aval *out)               \
+    {                                                                                     \
+        return cum_shape(ctx, out, OP);                                                   \
+    }                                                                                     \
+    static oly_status NAME##_kernel(const oly_kernel_ctx *ctx) { return cum_kernel(ctx, OP); }
+
+CUM_ROW(cumsum, R_SUM)
+CUM_ROW(cumprod, R_PROD)
+CUM_ROW(cummax, R_MAX)
+CUM_ROW(cummin, R_MIN)
+
+/* ---------------------------------------------------------------- rows */
+
+#define FIELD(T, f, k) {.name = #f, .kind = (k), .offset = offsetof(T, f)}
+
+static const oly_param_field reduce_fields[] = {
+    FIELD(oly_params_reduce, axes, OLY_FIELD_INTS),
+};
+static const oly_param_field argminmax_fields[] = {
+    FIELD(oly_params_argminmax, axes, OLY_FIELD_INTS),
+    FIELD(oly_params_argminmax, index_dtype, OLY_FIELD_DTYPE),
+};
+static const oly_param_field cumulative_fields[] = {
+    FIELD(oly_params_cumulative, axis, OLY_FIELD_INT),
+    FIELD(oly_params_cumulative, reverse, OLY_FIELD_BOOL),
+};
+
+#define ROW(NAME, T, FIELDS)                                                              \
+    const oly_prim oly__prim_##NAME = {                                                   \
+        .name = #NAME, .n_in = 1, .n_out = 1, .params_size = sizeof(T),                   \
+        .fields = FIELDS, .n_fields = OLY_ARRAY_LEN(FIELDS),                              \
+        .shape = NAME##_shape, .kernel = NAME##_kernel,                                   \
+    };
+
+ROW(reduce_sum, oly_params_reduce, reduce_fields)
+ROW(reduce_prod, oly_params_reduce, reduce_fields)
+ROW(reduce_max, oly_params_reduce, reduce_fields)
+ROW(reduce_min, oly_params_reduce, reduce_fields)
+ROW(reduce_and, oly_params_reduce, reduce_fields)
+ROW(reduce_or, oly_params_reduce, reduce_fields)
+ROW(argmax, oly_params_argminmax, argminmax_fields)
+ROW(argmin, oly_params_argminmax, argminmax_fields)
+ROW(cumsum, oly_params_cumulative, cumulative_fields)
+ROW(cumprod, oly_params_cumulative, cumulative_fields)
+ROW(cummax, oly_params_cumulative, cumulative_fields)
+ROW(cummin, oly_params_cumulative, cumulative_fields)
