@@ -11,7 +11,6 @@ SAN       ?=
 CFLAGS    := -std=c11 $(OPT) -g -fPIC -D_GNU_SOURCE $(WARN) $(SAN) -Iinclude -Isrc \
              -I/usr/include/x86_64-linux-gnu/openblas-pthread
 LDLIBS    := -lopenblas -lm -lpthread
-WHOLE     = -Wl,--whole-archive $(BUILD)/libolympus.a -Wl,--no-whole-archive
 
 LIB_SRC   := $(sort $(wildcard src/*/*.c))
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -57,14 +56,14 @@ $(BUILD)/libolympus.so: $(LIB_OBJ)
 	$(CC) -shared $(SAN) -o $@ $^ $(LDLIBS)
 
 $(EXT): $(EXT_OBJ) $(BUILD)/libolympus.a
-	$(CC) -shared $(SAN) -o $@ $(EXT_OBJ) $(WHOLE) $(LDLIBS)
+	$(CC) -shared $(SAN) -o $@ $(EXT_OBJ) $(BUILD)/libolympus.a $(LDLIBS)
 
 $(BUILD)/test_c: $(TEST_OBJ) $(BUILD)/libolympus.a
-	$(CC) $(SAN) -o $@ $(TEST_OBJ) $(WHOLE) $(LDLIBS)
+	$(CC) $(SAN) -o $@ $(TEST_OBJ) $(BUILD)/libolympus.a $(LDLIBS)
 
 $(BUILD)/examples/%: examples/c/%.c $(BUILD)/libolympus.a include/olympus.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(WHOLE) $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libolympus.a $(LDLIBS)
 
 test-c: $(BUILD)/test_c $(C_EXAMPLES)
 	$(BUILD)/test_c
