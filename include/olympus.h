@@ -350,6 +350,30 @@ oly_status oly_program_print(const oly_program *p, char **out);
  * (recursively in nested programs). *out is a new program (or p retained). */
 oly_status oly_program_dce(oly_program *p, oly_program **out);
 
+/* ---------------------------------------------------------------- transforms
+ * Program -> program; nothing runs. Each fails with a message naming the
+ * primitive that lacks a rule ("sin has no batching rule"). */
+
+/* Batch p over a new axis of size axis_size. in_axes[i]: where input i of the
+ * new program carries the batch axis, or -1 when it is not batched. out_axes[j]:
+ * where output j carries it, or -1 for an output that must not depend on the
+ * batch (an error if it does). */
+oly_status oly_program_vmap(oly_program *p, const int *in_axes, int64_t axis_size,
+                            const int *out_axes, oly_program **out);
+/* Forward mode. nz_in[i]: input i has a nonzero tangent. The new program takes
+ * (primals..., tangents of the nz inputs...) and returns (primal outputs...,
+ * tangents of the outputs with nz_out[j]...). Integer and bool values always
+ * have zero tangents. nz_out has p's output count. */
+oly_status oly_program_jvp(oly_program *p, const bool *nz_in, oly_program **out, bool *nz_out);
+/* jvp + partial evaluation. *primal: primals -> (outputs..., residuals...);
+ * *linear: (residuals..., tangents of nz inputs...) -> tangents of nz outputs. */
+oly_status oly_program_linearize(oly_program *p, const bool *nz_in, oly_program **primal,
+                                 oly_program **linear, int *n_res, bool *nz_out);
+/* linear: (n_res residuals..., linear inputs...) -> outputs, linear in the
+ * linear inputs. *out: (residuals..., cotangents of the outputs...) ->
+ * cotangents of the linear inputs (zeros materialised). */
+oly_status oly_program_transpose(oly_program *linear, int n_res, oly_program **out);
+
 /* ---------------------------------------------------------------- execution */
 
 /* Runs p on device: compiles on first use (the executable is cached in p).

@@ -167,13 +167,34 @@ typedef struct oly_kernel_ctx {
 
 typedef oly_status (*oly_kernel_fn)(const oly_kernel_ctx *ctx);
 
-/* Transform rule slots; their contexts are defined by src/trans/ (next issue). */
+/* Transform rules. The contexts and the helpers rules use to emit equations
+ * are in src/trans/trans.h; the contracts in one line each:
+ *
+ * batch: in[i] is input i in the new program, in_bdim[i] its batch axis or
+ *   OLY_NOT_MAPPED (at least one input is mapped; all-unmapped equations are
+ *   copied by the driver without asking the rule). Emit into ctx->b; set out[j]
+ *   and out_bdim[j] (OLY_NOT_MAPPED when that output does not depend on the batch).
+ * jvp: primal[i] are the inputs in the new program; tangent[i] is valid where
+ *   tan_nz[i] (else a symbolic zero; at least one is nonzero). Emit the primal
+ *   computation and the tangent computation, which must be linear in the
+ *   tangents; set primal_out[j], tangent_out[j] and out_nz[j].
+ * transpose: the equation is linear in the inputs with linear[i] set (their
+ *   atoms are unset); the others (residuals, constants) are valid atoms in in[].
+ *   ct[j] is the cotangent of output j where ct_nz[j]. Emit; set ct_in[i] and
+ *   ct_in_nz[i] for the linear inputs. */
 typedef struct oly_batch_ctx oly_batch_ctx;
 typedef struct oly_jvp_ctx oly_jvp_ctx;
 typedef struct oly_transpose_ctx oly_transpose_ctx;
-typedef oly_status (*oly_batch_rule)(oly_batch_ctx *ctx, const oly_eqn *eqn);
-typedef oly_status (*oly_jvp_rule)(oly_jvp_ctx *ctx, const oly_eqn *eqn);
-typedef oly_status (*oly_transpose_rule)(oly_transpose_ctx *ctx, const oly_eqn *eqn);
+#define OLY_NOT_MAPPED (-1)
+typedef oly_status (*oly_batch_rule)(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                                     const int *in_bdim, oly_atom *out, int *out_bdim);
+typedef oly_status (*oly_jvp_rule)(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
+                                   const oly_atom *tangent, const bool *tan_nz,
+                                   oly_atom *primal_out, oly_atom *tangent_out, bool *out_nz);
+typedef oly_status (*oly_transpose_rule)(oly_transpose_ctx *ctx, const oly_eqn *eqn,
+                                         const oly_atom *in, const bool *linear,
+                                         const oly_atom *ct, const bool *ct_nz,
+                                         oly_atom *ct_in, bool *ct_in_nz);
 
 struct oly_prim {
     const char *name;

@@ -1,0 +1,64 @@
+"""olympus: an array JIT written in C whose compiled programs can call back into
+host code. `import olympus` plays the part of `import jax`.
+
+The hot paths (arrays, tracing, cached jit dispatch, operators, callback
+trampolines) live in the C extension `olympus._core`; this package adds the
+naturally Pythonic parts: decorators, pytree helpers, `olympus.numpy`,
+`olympus.lax` and docstrings.
+"""
+import importlib.machinery as _machinery
+import importlib.util as _importlib_util
+import os as _os
+import sys as _sys
+
+
+def _load_core():
+    """The extension: from $OLYMPUS_EXT_DIR (a build folder) if set, else in place."""
+    ext_dir = _os.environ.get("OLYMPUS_EXT_DIR")
+    if not ext_dir:
+        from . import _core
+        return _core
+    for suffix in _machinery.EXTENSION_SUFFIXES:
+        path = _os.path.join(ext_dir, "_core" + suffix)
+        if _os.path.exists(path):
+            break
+    else:
+        raise ImportError(f"olympus: OLYMPUS_EXT_DIR={ext_dir!r} holds no _core extension "
+                          f"(looked for _core{_machinery.EXTENSION_SUFFIXES[0]})")
+    loader = _machinery.ExtensionFileLoader("olympus._core", path)
+    spec = _importlib_util.spec_from_file_location("olympus._core", path, loader=loader)
+    module = _importlib_util.module_from_spec(spec)
+    _sys.modules["olympus._core"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+_core = _load_core()
+
+Array = _core.Array
+CallbackError = _core.CallbackError
+ConcretizationTypeError = _core.ConcretizationTypeError
+
+from ._src.config import config  # noqa: E402
+from ._src.api import (  # noqa: E402
+    jit, make_jaxpr, ShapeDtypeStruct, CpuDevice, devices, local_devices, device_count,
+    local_device_count, block_until_ready, device_put, device_get,
+)
+from . import tree_util  # noqa: E402
+from . import numpy  # noqa: E402
+from . import lax  # noqa: E402
+from ._src import array_methods as _array_methods  # noqa: E402
+from ._src.callback import pure_callback, effects_barrier  # noqa: E402
+from . import debug  # noqa: E402
+from . import experimental  # noqa: E402
+
+_array_methods.install()
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Array", "CallbackError", "ConcretizationTypeError", "config", "jit", "make_jaxpr",
+    "ShapeDtypeStruct", "CpuDevice", "devices", "local_devices", "device_count",
+    "local_device_count", "block_until_ready", "device_put", "device_get", "tree_util",
+    "numpy", "lax", "pure_callback", "effects_barrier", "debug", "experimental",
+]

@@ -1,0 +1,192 @@
+"""olympus's top-level API written in Python: the jit decorator (a thin front for
+the C JitFunction), make_jaxpr, ShapeDtypeStruct, devices and helpers."""
+import functools
+import inspect
+import operator
+
+import numpy as np
+
+from olympus import _core
+
+__all__ = ["jit", "make_jaxpr", "ShapeDtypeStruct", "CpuDevice", "devices", "local_devices",
+           "device_count", "local_device_count", "block_until_ready", "device_put", "device_get"]
+
+
+def _int_tuple(x, what):
+    if x is None:
+        return ()
+    if isinstance(x, int):
+        return (operator.index(x),)
+    try:
+        return tuple(operator.index(i) for i in x)
+    except TypeError:
+        raise TypeError(f"{what} must be an int or a sequence of ints, got {x!r}") from None
+
+
+def _str_tuple(x, what):
+    if x is None:
+        return ()
+    if isinstance(x, str):
+        return (x,)
+    out = tuple(x)
+    for s in out:
+        if not isinstance(s, str):
+            raise TypeError(f"{what} must be a str or a sequence of str, got {x!r}")
+    return out
+
+
+def _static_args(fun, static_argnums, static_argnames):
+    """Fill in static_argnames from static_argnums and vice versa through the
+    signature (as JAX does when only one of them is given), so that a static
+    argument is recognised whether it is passed by position or by name."""
+    nums = _int_tuple(static_argnums, "static_argnums")
+    names = _str_tuple(static_argnames, "static_argnames")
+    try:
+        sig = inspect.signature(fun)
+    except (TypeError, ValueError):
+        return nums, names
+    params = list(sig.parameters.values())
+    positional = [p for p in params
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if static_argnums is None or not nums:
+        nums = tuple(i for i, p in enumerate(positional)
+                     if p.name in names and p.kind == p.POSITIONAL_OR_KEYWORD)
+    elif static_argnames is None or not names:
+        n = len(positional)
+        names = tuple(positional[i].name for i in nums
+                      if 0 <= i < n and positional[i].kind == inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return nums, names
+
+
+def jit(fun=None, *, static_argnums=None, static_argnames=None, donate_argnums=None,
+        donate_argnames=None, inline=False, keep_unused=False, device=None, backend=None):
+    """Compile `fun` with olympus: trace it once per distinct set of argument
+    shapes/dtypes (and static argument values), then run the cached program.
+
+    Usable as `@jit`, `jit(f)`, `jit(f, static_argnums=0)`, or
+    `functools.partial(jit, static_argnames="n")`. Arguments named in
+    static_argnums/static_argnames must be hashable; they are passed to `fun` as
+    Python values and a new value means a new trace. donate_*, inline,
+    keep_unused, device and backend are accepted for compatibility and ignored.
+    """
+    if fun is None:
+        return functools.partial(jit, static_argnums=static_argnums,
+                                 static_argnames=static_argnames)
+    if not callable(fun):
+        raise TypeError(f"Expected a callable value, got {fun!r}")
+    nums, names = _static_args(fun, static_argnums, static_argnames)
+    return _core.jit(fun, static_argnums=nums, static_argnames=names)
+
+
+def make_jaxpr(fun, static_argnums=(), *, return_shape=False):
+    """`make_jaxpr(f)(*args)` traces f with args and returns the program
+    (a Jaxpr; `str()` gives its text, e.g.
+    `{ lambda ; a:f32[5]. let b:f32[5] = sin a in (b,) }`)."""
+    nums = _int_tuple(static_argnums, "static_argnums")
+    make = _core.make_jaxpr(fun, static_argnums=nums)
+    if not return_shape:
+        return make
+
+    @functools.wraps(fun)
+    def with_shape(*args, **kwargs):
+        jaxpr = make(*args, **kwargs)
+        out = jit(fun, static_argnums=nums)(*args, **kwargs)
+        from olympus import tree_util
+        shapes = tree_util.tree_map(lambda x: ShapeDtypeStruct(x.shape, x.dtype), out)
+        return jaxpr, shapes
+    return with_shape
+
+
+class ShapeDtypeStruct:
+    """A shape and a dtype, standing for an array that does not exist yet (for
+    example the declared result of `pure_callback`)."""
+    __slots__ = ("shape", "dtype", "weak_type", "sharding")
+
+    def __init__(self, shape, dtype, *, weak_type=False, sharding=None):
+        self.shape = tuple(operator.index(d) for d in shape)
+        if dtype is None:
+            raise ValueError("ShapeDtypeStruct: dtype must be specified.")
+        self.dtype = np.dtype(dtype)
+        self.weak_type = bool(weak_type)
+        self.sharding = sharding
+
+    ndim = property(lambda self: len(self.shape))
+    size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
+    def __repr__(self):
+        weak = ", weak_type=True" if self.weak_type else ""
+        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}{weak})"
+
+    def __eq__(self, other):
+        if not isinstance(other, ShapeDtypeStruct):
+            return NotImplemented
+        return (self.shape, self.dtype, self.weak_type) == (other.shape, other.dtype,
+                                                            other.weak_type)
+
+    def __hash__(self):
+        return hash((self.shape, self.dtype, self.weak_type))
+
+
+class CpuDevice:
+    """One CPU device (OLYMPUS_NUM_CPU_DEVICES of them, default 1)."""
+    __slots__ = ("id",)
+    platform = "cpu"
+    device_kind = "cpu"
+    process_index = 0
+
+    def __init__(self, id):
+        self.id = id
+
+    def __repr__(self):
+        return f"CpuDevice(id={self.id})"
+
+    def __eq__(self, other):
+        return isinstance(other, CpuDevice) and other.id == self.id
+
+    def __hash__(self):
+        return hash(("cpu", self.id))
+
+
+def device_count(backend=None):
+    """Number of devices (CPU devices: OLYMPUS_NUM_CPU_DEVICES, default 1)."""
+    return int(_core.device_count())
+
+
+local_device_count = device_count
+
+
+def devices(backend=None):
+    """The devices, as CpuDevice objects numbered from 0."""
+    return [CpuDevice(i) for i in range(device_count())]
+
+
+local_devices = devices
+
+
+def block_until_ready(x):
+    """Wait until every array in the pytree x is computed; returns x."""
+    from olympus import tree_util
+    for leaf in tree_util.tree_leaves(x):
+        wait = getattr(leaf, "block_until_ready", None)
+        if wait is not None:
+            wait()
+    return x
+
+
+def device_put(x, device=None):
+    """Arrays from the leaves of x (array-likes are converted; Arrays pass through)."""
+    from olympus import tree_util
+    return tree_util.tree_map(
+        lambda v: v if isinstance(v, _core.Array) or _core.is_tracer(v) else _core.asarray(v), x)
+
+
+def device_get(x):
+    """NumPy arrays from the Array leaves of x."""
+    from olympus import tree_util
+    return tree_util.tree_map(
+        lambda v: np.asarray(v) if isinstance(v, _core.Array) else v, x)

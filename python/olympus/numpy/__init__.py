@@ -1,0 +1,71 @@
+"""olympus.numpy: the NumPy API on olympus arrays (`import olympus.numpy as jnp`).
+
+Functions accept Arrays, tracers and array-likes, work eagerly and under jit,
+and follow NumPy's values and dtypes canonicalised by the x64 switch (x64 off:
+int64 -> int32, float64 -> float32, ...). Python scalars are weakly typed.
+"""
+import numpy as _np
+
+from olympus import _core
+from olympus._src.jnp import *  # noqa: F401,F403 (the functions; see its __all__)
+from olympus._src import dtypes as _dtypes
+
+ndarray = _core.Array
+
+# dtypes (NumPy's scalar types; 64-bit ones canonicalise to 32 bits with x64 off)
+bool_ = _np.bool_
+int8, int16, int32, int64 = _np.int8, _np.int16, _np.int32, _np.int64
+uint8, uint16, uint32, uint64 = _np.uint8, _np.uint16, _np.uint32, _np.uint64
+float16, float32, float64 = _np.float16, _np.float32, _np.float64
+complex64, complex128 = _np.complex64, _np.complex128
+if _dtypes.bfloat16 is not None:
+    bfloat16 = _dtypes.bfloat16
+int_ = _np.int64
+float_ = _np.float64
+complex_ = _np.complex128
+dtype = _np.dtype
+generic = _np.generic
+number = _np.number
+inexact = _np.inexact
+floating = _np.floating
+complexfloating = _np.complexfloating
+integer = _np.integer
+signedinteger = _np.signedinteger
+unsignedinteger = _np.unsignedinteger
+finfo = _np.finfo
+iinfo = _np.iinfo
+issubdtype = _np.issubdtype
+can_cast = _np.can_cast
+
+pi = _np.pi
+e = _np.e
+inf = _np.inf
+nan = _np.nan
+euler_gamma = _np.euler_gamma
+newaxis = None
+
+
+def result_type(*args):
+    """The promoted dtype of arrays, dtypes, scalars and the Python types int,
+    float, complex, bool (which count as weak: `result_type(float, float32)` is
+    float32; alone they give the default type of their kind)."""
+    return _dtypes.result_type(*args)
+
+
+def promote_types(a, b):
+    """The promoted dtype of two dtypes (not weak), canonicalised."""
+    return _dtypes.result_type(_np.dtype(a), _np.dtype(b))
+
+
+def isscalar(element):
+    if isinstance(element, ndarray) or _core.is_tracer(element):
+        return element.ndim == 0
+    return _np.isscalar(element)
+
+
+def iscomplexobj(x):
+    return issubdtype(_dtypes.dtype_and_weak(x)[0], complexfloating)
+
+
+def isrealobj(x):
+    return not iscomplexobj(x)

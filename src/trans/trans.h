@@ -1,0 +1,78 @@
+/* trans.h — what transform drivers and per-primitive rules share: the rule
+ * contexts, helpers that emit equations into a builder, and the program-level
+ * transforms. Rule signatures and contracts are in internal.h (oly_batch_rule,
+ * oly_jvp_rule, oly_transpose_rule).
+ *
+ * Transforms are program -> program (they never run anything):
+ *   vmap       batch dims per var; unmapped equations are copied unchanged.
+ *   jvp        symbolic-zero tangents per var; an equation whose inputs all have
+ *              zero tangents is copied unchanged (no rule asked): that is why an
+ *              io_callback independent of the differentiated input runs under grad.
+ *   linearize  jvp, then partial evaluation: equations that depend on tangents go
+ *              to the linear program, the rest to the primal program; known values
+ *              the linear side uses become residuals.
+ *   transpose  a linear program, backwards, through transpose rules.
+ * Effects survive: effectful equations stay on the side that runs, exactly once. */
+#ifndef OLYMPUS_TRANS_H
+#define OLYMPUS_TRANS_H
+
+#include "internal.h"
+
+struct oly_batch_ctx {
+    oly_builder *b;   /* emit here */
+    int64_t size;     /* the batch size */
+};
+
+struct oly_jvp_ctx {
+    oly_builder *b;
+};
+
+struct oly_transpose_ctx {
+    oly_builder *b;
+};
+
+/* ---------------------------------------------------------------- emitting (emit.c)
+ * Each appends equations to b and returns the result atoms; errors come from
+ * the primitives' shape rules. Atoms are values of b. */
+
+/* Any primitive; out receives oly_prim_num_outputs(p, params, n_in) atoms. */
+oly_status oly__emit(oly_builder *b, const oly_prim *p, const oly_atom *in, int n_in,
+                     const void *params, oly_program *const *subs, int n_sub, oly_atom *out);
+/* The same primitive, params and subprograms as eqn, on new inputs. */
+oly_status oly__emit_eqn(oly_builder *b, const oly_eqn *eqn, const oly_atom *in, oly_atom *out);
+/* A parameterless one-output primitive on one or two inputs. */
+oly_status oly__emit_un(oly_builder *b, const oly_prim *p, oly_atom x, oly_atom *out);
+oly_status oly__emit_bin(oly_builder *b, const oly_prim *p, oly_atom x, oly_atom y, oly_atom *out);
+/* x converted to t (x itself when it already has dtype t). */
+oly_status oly__emit_convert(oly_builder *b, oly_atom x, oly_dtype t, oly_atom *out);
+/* An array of aval filled with value (a literal when rank 0). */
+oly_status oly__emit_full(oly_builder *b, const oly_aval *aval, double value, oly_atom *out);
+oly_status oly__emit_broadcast_in_dim(oly_builder *b, oly_atom x, const oly_ints *shape,
+                                      const oly_ints *broadcast_dimensions, oly_atom *out);
+/* x (any shape that broadcasts NumPy-style, rank-0 included) broadcast to aval's shape. */
+oly_status oly__emit_broadcast_to(oly_builder *b, oly_atom x, const oly_aval *shape, oly_atom *out);
+oly_status oly__emit_reshape(oly_builder *b, oly_atom x, const oly_ints *new_sizes, oly_atom *out);
+oly_status oly__emit_transpose(oly_builder *b, oly_atom x, const oly_ints *perm, oly_atom *out);
+/* Moves axis from to axis to (transpose; x itself when from == to). */
+oly_status oly__emit_moveaxis(oly_builder *b, oly_atom x, int from, int to, oly_atom *out);
+oly_status oly__emit_reduce_sum(oly_builder *b, oly_atom x, const oly_ints *axes, oly_atom *out);
+/* select_n(pred, on_false, on_true). */
+oly_status oly__emit_select(oly_builder *b, oly_atom pred, oly_atom on_false, oly_atom on_true,
+                            oly_atom *out);
+oly_status oly__emit_dot_general(oly_builder *b, oly_atom x, oly_atom y,
+                                 const oly_params_dot_general *dims, oly_atom *out);
+/* Cotangent accumulation: x + y for values of one aval. */
+oly_status oly__emit_add_any(oly_builder *b, oly_atom x, oly_atom y, oly_atom *out);
+
+/* ---------------------------------------------------------------- batching helpers */
+
+/* x with its batch axis at `to`; an unmapped x (bdim OLY_NOT_MAPPED) is
+ * broadcast to a new axis of size ctx->size there. */
+oly_status oly__batch_move(oly_batch_ctx *ctx, oly_atom x, int bdim, int to, oly_atom *out);
+
+/* ---------------------------------------------------------------- small helpers */
+
+oly_ints oly__ints(int n, const int64_t *v);
+oly_ints oly__ints_range(int n);  /* (0, 1, ..., n-1) */
+
+#endif /* OLYMPUS_TRANS_H */
