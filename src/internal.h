@@ -195,6 +195,15 @@ typedef oly_status (*oly_transpose_rule)(oly_transpose_ctx *ctx, const oly_eqn *
                                          const oly_atom *in, const bool *linear,
                                          const oly_atom *ct, const bool *ct_nz,
                                          oly_atom *ct_in, bool *ct_in_nz);
+/* partial_eval (optional; for equations holding programs, e.g. scan and cond):
+ * some inputs are unknown (unknown[i]: depend on tangents). Emit the known part
+ * into ctx->known and the unknown part into ctx->unknown (trans.h), passing
+ * known values across with oly__pe_residual; set known_out/unknown_out and
+ * out_unknown. Without the rule the whole equation is unknown. */
+typedef struct oly_pe_ctx oly_pe_ctx;
+typedef oly_status (*oly_pe_rule)(oly_pe_ctx *ctx, const oly_eqn *eqn, const oly_atom *known_in,
+                                  const oly_atom *unknown_in, const bool *unknown,
+                                  oly_atom *known_out, oly_atom *unknown_out, bool *out_unknown);
 
 struct oly_prim {
     const char *name;
@@ -212,6 +221,7 @@ struct oly_prim {
     oly_batch_rule batch;
     oly_jvp_rule jvp;
     oly_transpose_rule transpose;
+    oly_pe_rule partial_eval;
 };
 
 /* Every row of prims.def, defined in its family file (the registry in prims.c

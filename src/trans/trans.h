@@ -31,6 +31,24 @@ struct oly_transpose_ctx {
     oly_builder *b;
 };
 
+struct oly_pe_ctx {
+    oly_builder *known;    /* the primal program being built */
+    oly_builder *unknown;  /* the linear program being built */
+    void *driver;          /* the partial evaluator's state (linearize.c) */
+};
+
+/* The atom in ctx->unknown carrying known value x of ctx->known (a residual:
+ * an output of the known program and an input of the unknown one; literals
+ * pass as literals). */
+oly_status oly__pe_residual(oly_pe_ctx *ctx, oly_atom x, oly_atom *out);
+
+/* Partial evaluation of p with unknown_in marking unknown inputs.
+ * *known: known inputs (in order) -> (known outputs..., residuals...);
+ * *unknown: (residuals..., unknown inputs...) -> unknown outputs;
+ * out_unknown[j] (p's output count) says which side output j is on. */
+oly_status oly__partial_eval(oly_program *p, const bool *unknown_in, oly_program **known,
+                             oly_program **unknown, int *n_res, bool *out_unknown);
+
 /* ---------------------------------------------------------------- emitting (emit.c)
  * Each appends equations to b and returns the result atoms; errors come from
  * the primitives' shape rules. Atoms are values of b. */
@@ -61,6 +79,8 @@ oly_status oly__emit_select(oly_builder *b, oly_atom pred, oly_atom on_false, ol
                             oly_atom *out);
 oly_status oly__emit_dot_general(oly_builder *b, oly_atom x, oly_atom y,
                                  const oly_params_dot_general *dims, oly_atom *out);
+/* Emit p's equations inline with its inputs bound to in; out gets its outputs. */
+oly_status oly__emit_inline(oly_builder *b, oly_program *p, const oly_atom *in, oly_atom *out);
 /* Cotangent accumulation: x + y for values of one aval. */
 oly_status oly__emit_add_any(oly_builder *b, oly_atom x, oly_atom y, oly_atom *out);
 
