@@ -91,9 +91,14 @@ PyObject *ext_trace_new_input(ext_trace *t, const oly_aval *aval);
  * Returns 0 or -1 with an exception; the trace is popped either way. */
 int ext_trace_finish(ext_trace *t, PyObject *const *outs, Py_ssize_t n_out,
                      oly_program **program, PyObject **captured);
+/* The innermost open trace on this thread, or NULL (borrowed). While one is
+ * open, every bind is staged into it (concrete values become constants). */
+ext_trace *ext_trace_current(void);
 
 /* Apply prim to Python args (Arrays, Tracers, array-likes): into the innermost
- * trace that owns any Tracer argument, else eagerly. params: the prim's params
+ * open trace of this thread (ext_trace_current; outer Tracers are captured,
+ * concrete values become constants/literals), else eagerly; a Tracer whose
+ * trace is closed raises UnexpectedTracerError. params: the prim's params
  * struct (NULL when it has none); subs: nested programs. Returns a new tuple of
  * results (always a tuple), or NULL with an exception. */
 PyObject *ext_bind(const oly_prim *p, const void *params, PyObject *const *args, Py_ssize_t n,
@@ -101,6 +106,10 @@ PyObject *ext_bind(const oly_prim *p, const void *params, PyObject *const *args,
 /* Parse a params dict into the prim's params struct (caller supplies
  * params_size bytes, zeroed). Host-function fields are not parseable. */
 int ext_params_from_dict(const oly_prim *p, PyObject *dict, void *params);
+/* The number-protocol and rich-comparison slots shared by Array and Tracer (one
+ * implementation, NumPy-style promotion and broadcasting), ended by {0, NULL};
+ * array.c appends them to Array's spec. */
+extern const PyType_Slot ext_operator_slots[];
 
 /* ---------------------------------------------------------------- pytree.c */
 int ext_pytree_init(PyObject *module);

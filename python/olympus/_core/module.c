@@ -1,0 +1,210 @@
+/* module.c — PyInit__core: the module state, the mapping from core status to
+ * Python exceptions, the x64 switch and small module-level functions.
+ *
+ * The module collects the method tables of every file. pytree.c and callback.c
+ * are declared weak here so the module links (and the tests of the other files
+ * run) before those files exist.
+ */
+/* NumPy's C-API (and import_array, defined in its header here) converts
+ * between object and function pointers. */
+#pragma GCC diagnostic ignored "-Wpedantic"
+#define EXT_NUMPY_IMPORT
+#include "ext.h"
+
+/* Weak so the module links without them; skipped when NULL. */
+extern int ext_pytree_init(PyObject *module) __attribute__((weak));
+extern int ext_callback_init(PyObject *module) __attribute__((weak));
+extern void ext_payload_free(void *p) __attribute__((weak));
+extern PyMethodDef ext_pytree_methods[] __attribute__((weak));
+extern PyMethodDef ext_callback_methods[] __attribute__((weak));
+
+static ext_state state;
+ext_state *ext_st = NULL;
+
+/* ---------------------------------------------------------------- errors */
+
+PyObject *ext_raise(oly_status s)
+{
+    void (*free_fn)(void *) = NULL;
+    void *payload = oly_error_take_payload(&free_fn);
+    const char *msg = oly_last_error();
+    if (!msg || !*msg) msg = oly_status_name(s);
+    PyObject *exc_type;
+    switch (s) {
+    case OLY_ERR_TYPE:
+    case OLY_ERR_SHAPE: exc_type = PyExc_TypeError; break;
+    case OLY_ERR_INVALID: exc_type = PyExc_ValueError; break;
+    case OLY_ERR_UNSUPPORTED: exc_type = PyExc_NotImplementedError; break;
+    case OLY_ERR_NOMEM: exc_type = PyExc_MemoryError; break;
+    case OLY_ERR_CALLBACK:
+        exc_type = ext_st && ext_st->CallbackError ? ext_st->CallbackError : PyExc_RuntimeError;
+        break;
+    default: exc_type = PyExc_RuntimeError; break;
+    }
+    PyObject *cause = NULL; /* owned */
+    if (payload) {
+        if (ext_payload_free && free_fn == ext_payload_free)
+            cause = (PyObject *)payload; /* steal the exception reference */
+        else if (free_fn)
+            free_fn(payload);
+    }
+    PyErr_SetString(exc_type, msg);
+    oly_error_clear();
+    if (cause) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyErr_NormalizeException(&type, &value, &tb);
+        if (value && PyExceptionInstance_Check(cause)) {
+            Py_INCREF(cause);
+            PyException_SetContext(value, cause); /* steals */
+            PyException_SetCause(value, cause);   /* steals */
+        } else {
+            Py_DECREF(cause);
+        }
+        PyErr_Restore(type, value, tb);
+    }
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- functions */
+
+static PyObject *py_set_x64(PyObject *Py_UNUSED(m), PyObject *arg)
+{
+    int on = PyObject_IsTrue(arg);
+    if (on < 0) return NULL;
+    oly_set_x64(on != 0);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_x64_enabled(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
+{
+    return PyBool_FromLong(oly_x64_enabled());
+}
+
+static PyObject *py_effects_barrier(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
+{
+    oly_status s;
+    Py_BEGIN_ALLOW_THREADS
+    s = oly_effects_barrier();
+    Py_END_ALLOW_THREADS
+    if (s != OLY_OK) return ext_raise(s);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_device_count(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
+{
+    return PyLong_FromLong(oly_device_count());
+}
+
+static PyObject *py_is_tracer(PyObject *Py_UNUSED(m), PyObject *arg)
+{
+    return PyBool_FromLong(ext_is_tracer(arg));
+}
+
+static PyMethodDef module_methods[] = {
+    {"set_x64", py_set_x64, METH_O, "set_x64(on): switch 64-bit default types on or off"},
+    {"x64_enabled", py_x64_enabled, METH_NOARGS, "x64_enabled() -> bool"},
+    {"effects_barrier", py_effects_barrier, METH_NOARGS,
+     "effects_barrier(): wait until every effect issued so far has run"},
+    {"device_count", py_device_count, METH_NOARGS, "device_count() -> number of CPU devices"},
+    {"is_tracer", py_is_tracer, METH_O, "is_tracer(x) -> True if x is a Tracer"},
+    {NULL, NULL, 0, NULL},
+};
+
+/* ---------------------------------------------------------------- init */
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "olympus._core",
+    .m_doc = "olympus._core: arrays, tracing, jit and callbacks of olympus, in C.",
+    .m_size = -1,
+    .m_methods = NULL, /* filled by PyInit__core */
+};
+
+static Py_ssize_t count_methods(const PyMethodDef *t)
+{
+    Py_ssize_t n = 0;
+    if (t)
+        while (t[n].ml_name) n++;
+    return n;
+}
+
+/* The union of every file's table; allocated once, lives as long as the process. */
+static PyMethodDef *collect_methods(void)
+{
+    const PyMethodDef *tables[] = {module_methods, ext_array_methods, ext_tracer_methods,
+                                   ext_jit_methods,
+                                   ext_pytree_methods ? ext_pytree_methods : NULL,
+                                   ext_callback_methods ? ext_callback_methods : NULL};
+    Py_ssize_t total = 0;
+    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) total += count_methods(tables[i]);
+    PyMethodDef *all = PyMem_Calloc((size_t)total + 1, sizeof *all);
+    if (!all) return NULL;
+    Py_ssize_t k = 0;
+    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
+        Py_ssize_t n = count_methods(tables[i]);
+        for (Py_ssize_t j = 0; j < n; j++) all[k++] = tables[i][j];
+    }
+    return all; /* all[total] is the zeroed sentinel */
+}
+
+static int init_dtypes(void)
+{
+    static const struct { oly_dtype t; int npy; } map[] = {
+        {OLY_BOOL, NPY_BOOL},       {OLY_INT8, NPY_INT8},       {OLY_INT16, NPY_INT16},
+        {OLY_INT32, NPY_INT32},     {OLY_INT64, NPY_INT64},     {OLY_UINT8, NPY_UINT8},
+        {OLY_UINT16, NPY_UINT16},   {OLY_UINT32, NPY_UINT32},   {OLY_UINT64, NPY_UINT64},
+        {OLY_FLOAT16, NPY_FLOAT16}, {OLY_FLOAT32, NPY_FLOAT32}, {OLY_FLOAT64, NPY_FLOAT64},
+        {OLY_COMPLEX64, NPY_COMPLEX64}, {OLY_COMPLEX128, NPY_COMPLEX128},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
+        PyArray_Descr *d = PyArray_DescrFromType(map[i].npy);
+        if (!d) return -1;
+        state.np_dtype[map[i].t] = (PyObject *)d; /* owned by the state for life */
+    }
+    return 0;
+}
+
+PyMODINIT_FUNC PyInit__core(void);
+
+PyMODINIT_FUNC PyInit__core(void)
+{
+    import_array();
+    if (ext_st) {
+        PyErr_SetString(PyExc_ImportError, "olympus._core cannot be initialised twice");
+        return NULL;
+    }
+    if (init_dtypes() < 0) return NULL;
+    state.CallbackError = PyErr_NewExceptionWithDoc(
+        "olympus._core.CallbackError",
+        "A host callback failed while a program ran; __cause__ is the original exception.",
+        PyExc_RuntimeError, NULL);
+    if (!state.CallbackError) return NULL;
+    state.ConcretizationTypeError = PyErr_NewExceptionWithDoc(
+        "olympus._core.ConcretizationTypeError",
+        "A traced (abstract) value was used where a concrete value is needed.",
+        PyExc_TypeError, NULL);
+    if (!state.ConcretizationTypeError) return NULL;
+    ext_st = &state;
+
+    if (!module_def.m_methods) {
+        module_def.m_methods = collect_methods();
+        if (!module_def.m_methods) return PyErr_NoMemory();
+    }
+    PyObject *m = PyModule_Create(&module_def);
+    if (!m) return NULL;
+    if (PyModule_AddObjectRef(m, "CallbackError", state.CallbackError) < 0) goto fail;
+    if (PyModule_AddObjectRef(m, "ConcretizationTypeError", state.ConcretizationTypeError) < 0)
+        goto fail;
+    if (ext_array_init(m) < 0) goto fail;
+    if (ext_tracer_init(m) < 0) goto fail;
+    if (ext_jit_init(m) < 0) goto fail;
+    if (ext_pytree_init && ext_pytree_init(m) < 0) goto fail;
+    if (ext_callback_init && ext_callback_init(m) < 0) goto fail;
+    return m;
+
+fail:
+    Py_DECREF(m);
+    ext_st = NULL;
+    return NULL;
+}
