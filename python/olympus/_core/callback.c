@@ -1,0 +1,545 @@
+/* callback.c — Python callables as olympus host functions, and _core.callback.
+ *
+ * A Python callable becomes an oly_host_fn whose user data owns the callable.
+ * The trampoline takes the GIL, wraps the arguments as read-only NumPy arrays
+ * over the argument arrays (zero-copy; the view keeps its array alive, so a
+ * callback may keep it), calls the function and, except for debug_callback,
+ * checks its results (count, np.asarray, x64 canonicalisation, shape, dtype:
+ * CALLBACK_SEMANTICS §1.1 texts) and copies them into the result buffers.
+ *
+ * Any Python exception (from the function or the checks) leaves as the error
+ * payload (the exception instance, with its traceback) and the message
+ * "<kind> failed: <name>: <Type>: <text>"; module.c turns it into CallbackError
+ * from that exception. No Python error is ever left set across the C boundary.
+ *
+ * NumPy is used through Python calls (np.asarray, ndarray.astype,
+ * np.ascontiguousarray) and the inline accessors only, never the C API table.
+ */
+#include "ext.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static PyObject *np_asarray;            /* owned: numpy.asarray */
+static PyObject *np_ascontiguousarray;  /* owned: numpy.ascontiguousarray */
+
+/* ---------------------------------------------------------------- user data */
+
+typedef struct pyfn {
+    PyObject *fn; /* owned (decref'd with the GIL) */
+    char *name;   /* owned (malloc) */
+} pyfn;
+
+/* True when this thread may take the GIL to drop references. After
+ * finalization (or while another thread finalizes) the reference is leaked. */
+static int python_alive(void)
+{
+    if (!Py_IsInitialized()) return 0;
+#if PY_VERSION_HEX >= 0x030D0000
+    if (Py_IsFinalizing() && !PyGILState_Check()) return 0;
+#else
+    if (_Py_IsFinalizing() && !PyGILState_Check()) return 0;
+#endif
+    return 1;
+}
+
+void ext_payload_free(void *p)
+{
+    if (!p || !python_alive()) return;
+    PyGILState_STATE g = PyGILState_Ensure();
+    Py_DECREF((PyObject *)p);
+    PyGILState_Release(g);
+}
+
+static void pyfn_release(void *user)
+{
+    pyfn *u = user;
+    if (!u) return;
+    if (python_alive()) {
+        PyGILState_STATE g = PyGILState_Ensure();
+        Py_XDECREF(u->fn);
+        PyGILState_Release(g);
+    }
+    free(u->name);
+    free(u);
+}
+
+/* ---------------------------------------------------------------- result checks */
+
+/* The olympus dtype of a NumPy dtype, or -1 when it has none. */
+static int dtype_of_descr(PyArray_Descr *d)
+{
+    int sz = (int)d->elsize;
+    switch (d->kind) {
+    case 'b': return sz == 1 ? OLY_BOOL : -1;
+    case 'i':
+        return sz == 1 ? OLY_INT8 : sz == 2 ? OLY_INT16 : sz == 4 ? OLY_INT32 : sz == 8 ? OLY_INT64 : -1;
+    case 'u':
+        return sz == 1 ? OLY_UINT8 : sz == 2 ? OLY_UINT16 : sz == 4 ? OLY_UINT32
+             : sz == 8 ? OLY_UINT64 : -1;
+    case 'f': return sz == 2 ? OLY_FLOAT16 : sz == 4 ? OLY_FLOAT32 : sz == 8 ? OLY_FLOAT64 : -1;
+    case 'c': return sz == 8 ? OLY_COMPLEX64 : sz == 16 ? OLY_COMPLEX128 : -1;
+    default: {
+        /* e.g. bfloat16 from ml_dtypes */
+        oly_dtype t;
+        if (ext_dtype_from_py((PyObject *)d, &t) == 0) return (int)t;
+        PyErr_Clear();
+        return -1;
+    }
+    }
+}
+
+/* "(2, 3)", "(3,)", "()" — Python's tuple repr. */
+static void format_shape(char *buf, size_t n, int rank, const int64_t *dims)
+{
+    size_t k = 0;
+    int w = snprintf(buf, n, "(");
+    k = w > 0 ? (size_t)w : 0;
+    for (int i = 0; i < rank && k < n; i++) {
+        w = snprintf(buf + k, n - k, i ? ", %lld" : "%lld", (long long)dims[i]);
+        if (w > 0) k += (size_t)w;
+    }
+    if (k < n) snprintf(buf + k, n - k, rank == 1 ? ",)" : ")");
+}
+
+/* Checks result leaf #i against the declared aval and copies it into dst.
+ * 0, or -1 with a Python exception. */
+static int store_result(PyObject *leaf, int i, const oly_aval *aval, void *dst)
+{
+    PyObject *arr = PyObject_CallOneArg(np_asarray, leaf);
+    if (!arr) return -1;
+    if (!PyArray_Check(arr)) {
+        PyErr_Format(PyExc_RuntimeError, "np.asarray returned %.200s for return value #%d",
+                     Py_TYPE(arr)->tp_name, i);
+        goto fail;
+    }
+    int t = dtype_of_descr(PyArray_DESCR((PyArrayObject *)arr));
+    if (t >= 0) {
+        oly_dtype c = oly_dtype_canonicalize((oly_dtype)t);
+        if (c != (oly_dtype)t && ext_st->np_dtype[c]) {
+            PyObject *conv = PyObject_CallMethod(arr, "astype", "O", ext_st->np_dtype[c]);
+            if (!conv) goto fail;
+            Py_SETREF(arr, conv);
+            t = (int)c;
+        }
+    }
+    PyArrayObject *a = (PyArrayObject *)arr;
+    int rank = PyArray_NDIM(a);
+    const npy_intp *dims = PyArray_DIMS(a);
+    int same = rank == aval->rank;
+    for (int d = 0; same && d < rank; d++) same = dims[d] == aval->dims[d];
+    if (!same) {
+        char want[512], got[512];
+        int64_t gd[NPY_MAXDIMS];
+        for (int d = 0; d < rank && d < NPY_MAXDIMS; d++) gd[d] = dims[d];
+        format_shape(want, sizeof want, aval->rank, aval->dims);
+        format_shape(got, sizeof got, rank, gd);
+        PyErr_Format(PyExc_RuntimeError,
+                     "Incorrect output shape for return value #%d: Expected: %s, Actual: %s", i,
+                     want, got);
+        goto fail;
+    }
+    if (t != (int)aval->dtype) {
+        if (t >= 0) {
+            PyErr_Format(PyExc_RuntimeError,
+                         "Incorrect output dtype for return value #%d: Expected: %s, Actual: %s",
+                         i, oly_dtype_name(aval->dtype), oly_dtype_name((oly_dtype)t));
+        } else {
+            PyErr_Format(PyExc_RuntimeError,
+                         "Incorrect output dtype for return value #%d: Expected: %s, Actual: %S",
+                         i, oly_dtype_name(aval->dtype), (PyObject *)PyArray_DESCR(a));
+        }
+        goto fail;
+    }
+    if (!PyArray_ISCARRAY_RO(a) || !PyArray_ISNOTSWAPPED(a)) {
+        /* Fortran order, strided views, foreign byte order: relay out. */
+        PyObject *dt = ext_st->np_dtype[aval->dtype];
+        PyObject *c = dt ? PyObject_CallFunctionObjArgs(np_ascontiguousarray, arr, dt, NULL)
+                         : PyObject_CallOneArg(np_ascontiguousarray, arr);
+        if (!c) goto fail;
+        Py_SETREF(arr, c);
+        a = (PyArrayObject *)arr;
+        if (!PyArray_Check(arr) || !PyArray_ISCARRAY_RO(a)) {
+            PyErr_Format(PyExc_RuntimeError, "cannot lay out return value #%d contiguously", i);
+            goto fail;
+        }
+    }
+    size_t nbytes = oly_aval_nbytes(aval), have = (size_t)PyArray_ITEMSIZE(a);
+    for (int d = 0; d < PyArray_NDIM(a); d++) have *= (size_t)PyArray_DIMS(a)[d];
+    if (have != nbytes) {
+        PyErr_Format(PyExc_RuntimeError, "return value #%d has %zu bytes, expected %zu", i, have,
+                     nbytes);
+        goto fail;
+    }
+    if (nbytes) memcpy(dst, PyArray_DATA(a), nbytes);
+    Py_DECREF(arr);
+    return 0;
+fail:
+    Py_DECREF(arr);
+    return -1;
+}
+
+static int store_results(PyObject *res, oly_callback_frame *fr)
+{
+    PyObject *leaves, *td;
+    if (ext_tree_flatten(res, NULL, &leaves, &td) < 0) return -1;
+    Py_DECREF(td);
+    Py_ssize_t n = PyList_GET_SIZE(leaves);
+    if (n != fr->n_results) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "Mismatched number of outputs from callback. Expected: %d, Actual: %zd",
+                     fr->n_results, n);
+        Py_DECREF(leaves);
+        return -1;
+    }
+    for (int i = 0; i < fr->n_results; i++) {
+        if (store_result(PyList_GET_ITEM(leaves, i), i, &fr->result_avals[i], fr->results[i]) < 0) {
+            Py_DECREF(leaves);
+            return -1;
+        }
+    }
+    Py_DECREF(leaves);
+    return 0;
+}
+
+/* A read-only NumPy array for argument i: a view of its array (kept alive by
+ * the view), or of a private copy when the frame has no arrays. */
+static PyObject *arg_view(oly_callback_frame *fr, int i)
+{
+    if (fr->arg_arrays && fr->arg_arrays[i]) return ext_numpy_view(fr->arg_arrays[i]);
+    oly_array *a;
+    oly_status s = oly_array_from_data(&fr->arg_avals[i], fr->args[i], &a);
+    if (s != OLY_OK) {
+        PyErr_SetString(PyExc_MemoryError, oly_last_error());
+        return NULL;
+    }
+    PyObject *v = ext_numpy_view(a);
+    oly_array_release(a);
+    return v;
+}
+
+/* Calls the function and stores its results. 0, or -1 with a Python exception. */
+static int call_python(pyfn *u, oly_callback_frame *fr, int is_debug)
+{
+    PyObject *args = PyTuple_New(fr->n_args);
+    if (!args) return -1;
+    for (int i = 0; i < fr->n_args; i++) {
+        PyObject *v = arg_view(fr, i);
+        if (!v) {
+            Py_DECREF(args);
+            return -1;
+        }
+        PyTuple_SET_ITEM(args, i, v);
+    }
+    PyObject *res = PyObject_Call(u->fn, args, NULL);
+    Py_DECREF(args);
+    if (!res) return -1;
+    int rc = is_debug ? 0 : store_results(res, fr);
+    Py_DECREF(res);
+    return rc;
+}
+
+/* Turns the pending Python exception into the error payload and message. */
+static oly_status fail_with_exception(pyfn *u, const char *kind)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (!value) { /* cannot happen after a failure; be safe */
+        Py_XDECREF(type);
+        Py_XDECREF(tb);
+        return oly_host_fail(OLY_ERR_CALLBACK, "%s failed: %s: unknown error", kind, u->name);
+    }
+    if (tb) PyException_SetTraceback(value, tb);
+    const char *tname = PyExceptionInstance_Check(value) ? Py_TYPE(value)->tp_name : "Exception";
+    const char *dot = strrchr(tname, '.');
+    if (dot && strncmp(tname, "builtins.", 9) == 0) tname = dot + 1;
+    PyObject *text = PyObject_Str(value);
+    const char *ctext = text ? PyUnicode_AsUTF8(text) : NULL;
+    if (!ctext) {
+        PyErr_Clear();
+        ctext = "<str() of the exception failed>";
+    }
+    oly_status s = *ctext
+        ? oly_host_fail(OLY_ERR_CALLBACK, "%s failed: %s: %s: %s", kind, u->name, tname, ctext)
+        : oly_host_fail(OLY_ERR_CALLBACK, "%s failed: %s: %s", kind, u->name, tname);
+    Py_XDECREF(text);
+    Py_XDECREF(type);
+    Py_XDECREF(tb);
+    oly_error_set_payload(value, ext_payload_free); /* takes the reference */
+    return s;
+}
+
+static oly_status trampoline(void *user, oly_callback_frame *fr)
+{
+    pyfn *u = user;
+    const char *kind = fr->kind ? fr->kind : "callback";
+    if (!Py_IsInitialized())
+        return oly_host_fail(OLY_ERR_CALLBACK, "%s failed: %s: the Python interpreter is not running",
+                             kind, u->name);
+    int is_debug = strcmp(kind, "debug_callback") == 0;
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *st, *sv, *stb;
+    PyErr_Fetch(&st, &sv, &stb); /* keep whatever the caller had pending */
+    oly_status s = OLY_OK;
+    if (call_python(u, fr, is_debug) < 0) s = fail_with_exception(u, kind);
+    PyErr_Restore(st, sv, stb);
+    PyGILState_Release(g);
+    return s;
+}
+
+/* ---------------------------------------------------------------- host fn cache
+ * Eager calls reuse the host function of the same callable, so the eager
+ * executable cache (keyed by params, hence by host function) hits. Entries hold
+ * a reference to the callable (so its identity stays valid) and to the host
+ * function; replaced round-robin. Guarded by the GIL. */
+
+#define CACHE_SIZE 64
+
+typedef struct cache_entry {
+    PyObject *fn;      /* owned */
+    const oly_prim *prim;
+    oly_host_fn *hf;   /* owned reference */
+} cache_entry;
+
+static cache_entry cache[CACHE_SIZE];
+static int cache_next;
+
+/* A new reference to a host function calling fn, or NULL with an exception. */
+static oly_host_fn *host_fn_for(PyObject *fn, const oly_prim *prim, const char *name)
+{
+    for (int i = 0; i < CACHE_SIZE; i++) {
+        cache_entry *e = &cache[i];
+        if (e->fn == fn && e->prim == prim && strcmp(oly_host_fn_name(e->hf), name) == 0)
+            return oly_host_fn_retain(e->hf);
+    }
+    pyfn *u = malloc(sizeof *u);
+    char *nm = strdup(name);
+    if (!u || !nm) {
+        free(u);
+        free(nm);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    Py_INCREF(fn);
+    u->fn = fn;
+    u->name = nm;
+    oly_host_fn *hf;
+    oly_status s = oly_host_fn_new(name, trampoline, u, pyfn_release, &hf);
+    if (s != OLY_OK) {
+        Py_DECREF(fn);
+        free(nm);
+        free(u);
+        ext_raise(s);
+        return NULL;
+    }
+    cache_entry *e = &cache[cache_next];
+    cache_next = (cache_next + 1) % CACHE_SIZE;
+    PyObject *old_fn = e->fn;
+    oly_host_fn *old_hf = e->hf;
+    Py_INCREF(fn);
+    e->fn = fn;
+    e->prim = prim;
+    e->hf = oly_host_fn_retain(hf);
+    if (old_hf) oly_host_fn_release(old_hf);
+    Py_XDECREF(old_fn);
+    return hf;
+}
+
+/* ---------------------------------------------------------------- _core.callback */
+
+static const char *const vmap_method_names[] = {
+    "sequential", "sequential_unrolled", "expand_dims", "broadcast_all", "legacy_vectorized",
+};
+
+static int parse_vmap_method(PyObject *o, int *out)
+{
+    if (o == Py_None) {
+        *out = OLY_VMAP_NONE;
+        return 0;
+    }
+    if (PyUnicode_Check(o)) {
+        const char *s = PyUnicode_AsUTF8(o);
+        if (!s) return -1;
+        for (int i = 0; i < (int)(sizeof vmap_method_names / sizeof vmap_method_names[0]); i++) {
+            if (strcmp(s, vmap_method_names[i]) == 0) {
+                *out = OLY_VMAP_SEQUENTIAL + i;
+                return 0;
+            }
+        }
+    }
+    PyErr_Format(PyExc_ValueError,
+                 "vmap_method must be one of the allowed methods [None, 'sequential', "
+                 "'sequential_unrolled', 'expand_dims', 'broadcast_all', 'legacy_vectorized'], "
+                 "but got: %R",
+                 o);
+    return -1;
+}
+
+/* result_avals: a sequence of (shape, dtype). *out is PyMem-allocated. */
+static int parse_result_avals(PyObject *obj, oly_aval **out, int *n_out)
+{
+    PyObject *seq = PySequence_Fast(obj, "callback: result_avals must be a sequence");
+    if (!seq) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n > INT32_MAX / 2) {
+        Py_DECREF(seq);
+        PyErr_SetString(PyExc_ValueError, "callback: too many results");
+        return -1;
+    }
+    oly_aval *avals = PyMem_Calloc((size_t)(n ? n : 1), sizeof *avals);
+    if (!avals) {
+        Py_DECREF(seq);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
+            PyErr_Format(PyExc_TypeError,
+                         "callback: result_avals[%zd] must be a (shape, dtype) pair, got %.200R",
+                         i, item);
+            goto fail;
+        }
+        PyObject *shape = PySequence_Fast(PyTuple_GET_ITEM(item, 0),
+                                          "callback: a result shape must be a sequence of ints");
+        if (!shape) goto fail;
+        Py_ssize_t rank = PySequence_Fast_GET_SIZE(shape);
+        if (rank > OLY_MAX_RANK) {
+            Py_DECREF(shape);
+            PyErr_Format(PyExc_ValueError, "callback: result rank %zd exceeds the maximum %d",
+                         rank, OLY_MAX_RANK);
+            goto fail;
+        }
+        int64_t dims[OLY_MAX_RANK];
+        for (Py_ssize_t d = 0; d < rank; d++) {
+            long long v = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(shape, d));
+            if (v == -1 && PyErr_Occurred()) {
+                Py_DECREF(shape);
+                goto fail;
+            }
+            dims[d] = v;
+        }
+        Py_DECREF(shape);
+        oly_dtype t;
+        if (ext_dtype_from_py(PyTuple_GET_ITEM(item, 1), &t) < 0) goto fail;
+        if (oly_aval_make(t, (int)rank, dims, &avals[i]) != OLY_OK) {
+            PyErr_Format(PyExc_ValueError, "callback: result_avals[%zd]: %s", i, oly_last_error());
+            goto fail;
+        }
+    }
+    Py_DECREF(seq);
+    *out = avals;
+    *n_out = (int)n;
+    return 0;
+fail:
+    Py_DECREF(seq);
+    PyMem_Free(avals);
+    return -1;
+}
+
+/* The name used in error messages: name if given, else fn.__name__, else repr. */
+static PyObject *callable_name(PyObject *fn, PyObject *name)
+{
+    if (name && name != Py_None) return PyObject_Str(name);
+    PyObject *n = PyObject_GetAttrString(fn, "__name__");
+    if (!n) PyErr_Clear();
+    if (n && PyUnicode_Check(n)) return n;
+    Py_XDECREF(n);
+    return PyObject_Repr(fn);
+}
+
+static PyObject *py_callback(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"kind", "fn", "result_avals", "args", "ordered", "vmap_method",
+                             "name", NULL};
+    const char *kind;
+    PyObject *fn, *ravals, *cargs, *vm = Py_None, *name = Py_None;
+    int ordered = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sOOO|pOO:callback", kwlist, &kind, &fn, &ravals,
+                                     &cargs, &ordered, &vm, &name))
+        return NULL;
+    if (strcmp(kind, "pure_callback") != 0 && strcmp(kind, "io_callback") != 0 &&
+        strcmp(kind, "debug_callback") != 0) {
+        PyErr_Format(PyExc_ValueError,
+                     "callback: kind must be 'pure_callback', 'io_callback' or "
+                     "'debug_callback', got '%s'",
+                     kind);
+        return NULL;
+    }
+    const oly_prim *prim = oly_prim_lookup(kind);
+    if (!prim) {
+        PyErr_Format(PyExc_NotImplementedError, "callback: the primitive %s is not available", kind);
+        return NULL;
+    }
+    if (!PyCallable_Check(fn)) {
+        PyErr_Format(PyExc_TypeError, "callback: fn must be callable, got %.200s",
+                     Py_TYPE(fn)->tp_name);
+        return NULL;
+    }
+    int vmap_method;
+    if (parse_vmap_method(vm, &vmap_method) < 0) return NULL;
+    oly_aval *avals;
+    int n_res;
+    if (parse_result_avals(ravals, &avals, &n_res) < 0) return NULL;
+    PyObject *result = NULL, *seq = NULL, *nm = NULL;
+    oly_host_fn *hf = NULL;
+    if (n_res && strcmp(kind, "debug_callback") == 0) {
+        PyErr_SetString(PyExc_ValueError, "callback: debug_callback has no results");
+        goto done;
+    }
+    seq = PySequence_Fast(cargs, "callback: args must be a sequence");
+    if (!seq) goto done;
+    if (PySequence_Fast_GET_SIZE(seq) > INT32_MAX / 2) {
+        PyErr_SetString(PyExc_ValueError, "callback: too many arguments");
+        goto done;
+    }
+    nm = callable_name(fn, name);
+    if (!nm) goto done;
+    const char *cname = PyUnicode_AsUTF8(nm);
+    if (!cname) goto done;
+    hf = host_fn_for(fn, prim, cname);
+    if (!hf) goto done;
+    oly_params_callback params = {
+        .callback = hf,
+        .result_avals = n_res ? avals : NULL,
+        .n_results = n_res,
+        .vmap_method = vmap_method,
+        .ordered = ordered != 0,
+    };
+    PyObject *tuple = ext_bind(prim, &params, PySequence_Fast_ITEMS(seq),
+                               PySequence_Fast_GET_SIZE(seq), NULL, 0);
+    if (!tuple) goto done;
+    result = PySequence_List(tuple);
+    Py_DECREF(tuple);
+done:
+    if (hf) oly_host_fn_release(hf);
+    Py_XDECREF(nm);
+    Py_XDECREF(seq);
+    PyMem_Free(avals);
+    return result;
+}
+
+PyMethodDef ext_callback_methods[] = {
+    {"callback", (PyCFunction)(void (*)(void))py_callback, METH_VARARGS | METH_KEYWORDS,
+     "callback(kind, fn, result_avals, args, ordered=False, vmap_method=None, name=None) -> list\n"
+     "Bind a host callback primitive ('pure_callback', 'io_callback', 'debug_callback') that\n"
+     "calls fn(*numpy_arrays); result_avals is a list of (shape, dtype)."},
+    {NULL, NULL, 0, NULL},
+};
+
+int ext_callback_init(PyObject *module)
+{
+    if (np_asarray) return 0;
+    PyObject *np = PyImport_ImportModule("numpy");
+    if (!np) return -1;
+    np_asarray = PyObject_GetAttrString(np, "asarray");
+    np_ascontiguousarray = PyObject_GetAttrString(np, "ascontiguousarray");
+    Py_DECREF(np);
+    if (!np_asarray || !np_ascontiguousarray) {
+        Py_CLEAR(np_asarray);
+        Py_CLEAR(np_ascontiguousarray);
+        return -1;
+    }
+    return 0;
+}

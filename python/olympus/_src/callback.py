@@ -1,0 +1,385 @@
+"""Host callbacks: `olympus.pure_callback`, `olympus.experimental.io_callback`,
+`olympus.debug.callback`, `olympus.debug.print` and `olympus.effects_barrier`.
+
+Every flavour goes through one C entry point, `_core.callback(kind, fn,
+result_avals, args, ...)`, which binds the callback primitive eagerly or into
+the current trace. Eager calls therefore run the same compiled one-primitive
+program as jitted ones: results are checked the same way and a failure is the
+same `olympus.CallbackError` (a RuntimeError whose __cause__ is the original
+exception, traceback included).
+
+This module does the Python-side work: pytree flattening of arguments and
+declared results, the 64-bit and `vmap_method` checks, static vs dynamic
+arguments of debug callbacks, and the format-string dry run of debug.print.
+"""
+import logging
+import string
+import sys
+
+import numpy as np
+
+from olympus import _core
+
+__all__ = ["pure_callback", "io_callback", "debug_callback", "debug_print", "debug_log",
+           "effects_barrier"]
+
+_VMAP_METHODS = [None, "sequential", "sequential_unrolled", "expand_dims", "broadcast_all",
+                 "legacy_vectorized"]
+_X64_DTYPES = frozenset(np.dtype(t) for t in ("int64", "uint64", "float64", "complex128"))
+_CACHE_SIZE = 256
+
+
+def _bounded_put(cache, key, value):
+    if len(cache) >= _CACHE_SIZE:
+        try:
+            cache.pop(next(iter(cache)))
+        except (StopIteration, KeyError, RuntimeError):  # another thread got there first
+            pass
+    cache[key] = value
+
+
+def _callable_name(fn):
+    name = getattr(fn, "__name__", None)
+    return name if isinstance(name, str) else repr(fn)
+
+
+def _check_vmap_method(vmap_method):
+    if vmap_method is None or (isinstance(vmap_method, str) and vmap_method in _VMAP_METHODS):
+        return
+    raise ValueError(f"vmap_method must be one of the allowed methods {_VMAP_METHODS}, "
+                     f"but got: {vmap_method}")
+
+
+def _check_sharding(api, sharding):
+    if sharding is not None:
+        raise NotImplementedError(
+            f"{api} only supports SingleDeviceSharding, but got {type(sharding)} "
+            "(olympus runs callbacks on the calling device; pass sharding=None)")
+
+
+def _result_avals(result_shape_dtypes):
+    """(list of (shape, dtype), PyTreeDef) for a pytree of shape/dtype holders."""
+    leaves, tree = _core.tree_flatten(result_shape_dtypes)
+    avals = []
+    for i, leaf in enumerate(leaves):
+        shape = getattr(leaf, "shape", None)
+        dtype = getattr(leaf, "dtype", None)
+        if shape is None or dtype is None:
+            raise ValueError(
+                "result_shape_dtypes must be a pytree of values with `shape` and `dtype` "
+                "attributes (such as olympus.ShapeDtypeStruct, an array or a NumPy scalar), "
+                f"but leaf #{i} is {leaf!r} of type {type(leaf).__name__}")
+        try:
+            dtype = np.dtype(dtype)
+        except TypeError:
+            pass  # a dtype NumPy does not know (e.g. bfloat16): the extension decides
+        if not _core.x64_enabled() and dtype in _X64_DTYPES:
+            raise ValueError("result_shape_dtypes cannot specify 64-bit types when "
+                             "`olympus_enable_x64` is disabled")
+        try:
+            shape = tuple(int(d) for d in shape)
+        except TypeError:
+            raise ValueError(f"result_shape_dtypes: leaf #{i} has a shape that is not a "
+                             f"sequence of ints: {shape!r}") from None
+        avals.append((shape, dtype))
+    return avals, tree
+
+
+# ---------------------------------------------------------------- pure / io
+
+_flat_callers = {}
+
+
+def _flat_caller(callback, in_tree):
+    """A function of the flat argument leaves that calls callback(*args, **kwargs).
+    Reused for the same (callback, argument structure), so the host function (and
+    the eager executable cached with it) is reused too."""
+    key = (id(callback), in_tree)
+    try:
+        hit = _flat_callers.get(key)
+    except Exception:  # an argument structure whose node data do not compare
+        hit, key = None, None
+    if hit is not None and hit[0] is callback:
+        return hit[1]
+
+    def call(*flat):
+        args, kwargs = _core.tree_unflatten(in_tree, flat)
+        return callback(*args, **kwargs)
+
+    if key is not None:
+        _bounded_put(_flat_callers, key, (callback, call))
+    return call
+
+
+def _callback(kind, api, callback, result_shape_dtypes, args, kwargs, *, ordered=False,
+              vmap_method=None):
+    if not callable(callback):
+        raise TypeError(f"{api}: the callback must be callable, but got an object of type "
+                        f"{type(callback)}")
+    avals, out_tree = _result_avals(result_shape_dtypes)
+    flat, in_tree = _core.tree_flatten((args, kwargs))
+    out = _core.callback(kind, _flat_caller(callback, in_tree), avals, tuple(flat),
+                         ordered=ordered, vmap_method=vmap_method,
+                         name=_callable_name(callback))
+    return _core.tree_unflatten(out_tree, out)
+
+
+def pure_callback(callback, result_shape_dtypes, *args, sharding=None, vmap_method=None,
+                  **kwargs):
+    """Calls a pure host Python function from olympus code (jitted or not).
+
+    `callback(*args, **kwargs)` is called with every array leaf replaced by a
+    read-only NumPy array; it must return a pytree whose leaves match the shapes
+    and dtypes of `result_shape_dtypes` (a pytree of objects with `.shape` and
+    `.dtype`; `None` or `()` for no result). Under `jit` an unused result may be
+    removed, so the call may not happen. `vmap_method` chooses the `vmap` rule:
+    one of None, "sequential", "sequential_unrolled", "expand_dims",
+    "broadcast_all", "legacy_vectorized".
+
+    A failure of the callback (an exception, or a result of the wrong count,
+    shape or dtype) raises `olympus.CallbackError` from the original exception.
+    """
+    if "vectorized" in kwargs:
+        raise ValueError("The 'vectorized' argument of olympus.pure_callback was removed "
+                         "(as in JAX v0.6.0). Use 'vmap_method' instead.")
+    _check_vmap_method(vmap_method)
+    _check_sharding("pure_callback", sharding)
+    return _callback("pure_callback", "pure_callback", callback, result_shape_dtypes, args,
+                     kwargs, vmap_method=vmap_method)
+
+
+def io_callback(callback, result_shape_dtypes, *args, sharding=None, ordered=False, **kwargs):
+    """Calls an impure host Python function from olympus code.
+
+    Like `pure_callback`, but the call is an effect: it is never removed under
+    `jit`, even when its result is unused. `ordered=True` keeps io callbacks in
+    program order (and forbids `vmap`).
+    """
+    _check_sharding("io_callback", sharding)
+    return _callback("io_callback", "io_callback", callback, result_shape_dtypes, args, kwargs,
+                     ordered=bool(ordered))
+
+
+# ---------------------------------------------------------------- debug
+
+def _is_dynamic(x):
+    """True for values that become array operands; everything else is static."""
+    if isinstance(x, (_core.Array, bool, int, float, complex)):
+        return True
+    if isinstance(x, (np.ndarray, np.generic)):
+        return x.dtype.kind in "biufc"
+    return bool(_core.is_tracer(x))
+
+
+_debug_callers = {}
+
+
+def _debug_caller(callback, in_tree, template, dyn_idx, convert):
+    """The host function of a debug callback: rebuilds the (args, kwargs) tree from
+    the static leaves (in template) and the dynamic operands, then calls callback."""
+    statics = tuple((i, type(x), x) for i, x in enumerate(template) if i not in dyn_idx)
+    key = (id(callback), in_tree, dyn_idx, statics, convert)
+    try:
+        hit = _debug_callers.get(key)
+    except Exception:  # unhashable or incomparable static arguments: no reuse
+        hit, key = None, None
+    if hit is not None and hit[0] is callback:
+        return hit[1]
+
+    def call(*dyn):
+        leaves = list(template)
+        for i, v in zip(dyn_idx, dyn):
+            leaves[i] = convert(v) if convert is not None else v
+        args, kwargs = _core.tree_unflatten(in_tree, leaves)
+        callback(*args, **kwargs)
+
+    if key is not None:
+        _bounded_put(_debug_callers, key, (callback, call))
+    return call
+
+
+def _debug_callback_impl(callback, args, kwargs, ordered, name, convert=None):
+    flat, in_tree = _core.tree_flatten((args, kwargs))
+    dyn_idx = tuple(i for i, x in enumerate(flat) if _is_dynamic(x))
+    dyn_set = frozenset(dyn_idx)
+    # Dynamic leaves (possibly tracers) are not kept by the host function.
+    template = [None if i in dyn_set else x for i, x in enumerate(flat)]
+    call = _debug_caller(callback, in_tree, template, dyn_idx, convert)
+    _core.callback("debug_callback", call, [], tuple(flat[i] for i in dyn_idx),
+                   ordered=bool(ordered), name=name)
+
+
+def debug_callback(callback=None, *args, ordered=False, partitioned=False, **kwargs):
+    """Calls `callback(*args, **kwargs)` on the host when the program runs, with
+    array leaves as read-only NumPy arrays and other leaves (strings, dtypes, any
+    object) passed unchanged. Its return value is ignored; returns None. The call
+    is a debug effect: never removed under `jit`.
+
+    Two-call form: `olympus.debug.callback(ordered=True)(fn, *args, **kwargs)`.
+    """
+    if callback is None:
+        if args or kwargs:
+            raise TypeError("debug_callback received unexpected arguments in the two-call "
+                            f"form: args={args} kwargs={kwargs}")
+
+        def with_options(callback, *args, **kwargs):
+            _check_debug_callable(callback)
+            _debug_callback_impl(callback, args, kwargs, ordered, _callable_name(callback))
+
+        return with_options
+    _check_debug_callable(callback)
+    _debug_callback_impl(callback, args, kwargs, ordered, _callable_name(callback))
+    return None
+
+
+def _check_debug_callable(callback):
+    if not callable(callback):
+        raise TypeError("first argument to olympus.debug.callback must be callable, but got "
+                        f"an object of type {type(callback)}")
+
+
+class _FormatChecker(string.Formatter):
+    """Dry-runs a format string at trace time: resolves every field (KeyError,
+    IndexError as str.format) and rejects unused arguments; formats nothing."""
+
+    def __init__(self, api):
+        super().__init__()
+        self.api = api
+
+    def format_field(self, value, format_spec):
+        return ""
+
+    def check_unused_args(self, used_args, args, kwargs):
+        unused_args = [arg for i, arg in enumerate(args) if i not in used_args]
+        unused_kwargs = [k for k in kwargs if k not in used_args]
+        if unused_args:
+            raise ValueError(f"Unused positional arguments to `{self.api}`: {unused_args}")
+        if unused_kwargs:
+            raise ValueError(
+                f"Unused keyword arguments to `{self.api}`: {unused_kwargs}. You may be "
+                f"passing an f-string (i.e, `f\"{{x}}\"`) into `{self.api}` and instead "
+                "should pass in a regular string.")
+
+
+def _has_placeholders(fmt):
+    # Every chunk, not only the first: "{{x}} {}" has one.
+    try:
+        return any(field is not None for _, field, _, _ in string.Formatter().parse(fmt))
+    except ValueError:
+        return True  # malformed: let str.format report it
+
+
+def _freeze(x):
+    if isinstance(x, dict):
+        return tuple(sorted((k, _freeze(v)) for k, v in x.items()))
+    return x
+
+
+_formatters = {}
+
+
+def _formatter(fmt, printoptions, emit):
+    """The host function text = fmt.format(...) under printoptions, then emit(text).
+    Reused for equal (fmt, options, emit)."""
+    try:
+        key = (fmt, _freeze(printoptions), emit)
+        hash(key)
+    except TypeError:
+        key = None
+    hit = _formatters.get(key) if key is not None else None
+    if hit is not None:
+        return hit
+    placeholders = _has_placeholders(fmt)
+
+    def fmt_callback(*args, **kwargs):
+        with np.printoptions(**printoptions):
+            if placeholders:
+                text = fmt.format(*args, **kwargs)
+            else:  # like print(fmt, *args)
+                text = " ".join([fmt] + [str(a) for a in args])
+        emit(text)
+
+    fmt_callback.__name__ = emit.__name__
+    if key is not None:
+        _bounded_put(_formatters, key, fmt_callback)
+    return fmt_callback
+
+
+def _to_array(x):
+    return _core.asarray(x)
+
+
+def _debug_format(api, emit, fmt, args, kwargs, ordered, skip_format_check):
+    if not isinstance(fmt, str):
+        raise TypeError(f"{api}: the format string must be a str, got {type(fmt)}")
+    if not skip_format_check:
+        _FormatChecker(api).format(fmt, *args, **kwargs)
+    fmt_callback = _formatter(fmt, np.get_printoptions(), emit)
+    _debug_callback_impl(fmt_callback, args, kwargs, ordered, emit.__name__, convert=_to_array)
+
+
+def _stdout_write(text):
+    sys.stdout.write(text + "\n")
+
+
+_stdout_write.__name__ = "debug_print"
+
+
+def debug_print(fmt=None, *args, ordered=False, partitioned=False, skip_format_check=False,
+                **kwargs):
+    """Prints `fmt.format(*args, **kwargs)` and a newline to sys.stdout when the
+    program runs. Array arguments are formatted as olympus Arrays (`"{}"` shows
+    the values; containers show `Array(..., dtype=...)` reprs); the NumPy print
+    options in force at this call are used. The format string is checked
+    against the arguments at once (KeyError, IndexError, ValueError for unused
+    arguments) unless `skip_format_check`; with no placeholder the arguments are
+    appended, space-separated.
+
+    Two-call form: `olympus.debug.print(ordered=True)("x: {x}", x=x)`.
+    """
+    if fmt is None:
+        if args or kwargs:
+            raise TypeError("debug_print received unexpected arguments in the two-call form: "
+                            f"args={args} kwargs={kwargs}")
+
+        def printer(fmt, *args, **kwargs):
+            _debug_format("olympus.debug.print", _stdout_write, fmt, args, kwargs, ordered,
+                          skip_format_check)
+
+        return printer
+    _debug_format("olympus.debug.print", _stdout_write, fmt, args, kwargs, ordered,
+                  skip_format_check)
+    return None
+
+
+_logger = logging.getLogger("olympus._src.debugging")
+
+
+def _log_info(text):
+    _logger.info(text)  # no args: the text is not %-formatted again
+
+
+_log_info.__name__ = "debug_log"
+
+
+def debug_log(fmt=None, *args, ordered=False, partitioned=False, skip_format_check=False,
+              **kwargs):
+    """Like `debug_print`, but emits an INFO record on the logger
+    `olympus._src.debugging` with the formatted text."""
+    if fmt is None:
+        if args or kwargs:
+            raise TypeError("debug_log received unexpected arguments in the two-call form: "
+                            f"args={args} kwargs={kwargs}")
+
+        def logger(fmt, *args, **kwargs):
+            _debug_format("olympus.debug.log", _log_info, fmt, args, kwargs, ordered,
+                          skip_format_check)
+
+        return logger
+    _debug_format("olympus.debug.log", _log_info, fmt, args, kwargs, ordered, skip_format_check)
+    return None
+
+
+def effects_barrier():
+    """Waits until every effect (callbacks included) issued so far has run."""
+    _core.effects_barrier()
