@@ -93,8 +93,9 @@ asan: deps
 	  $(PY) -m pytest -q -p no:cacheprovider .
 
 bench: deps
+	@bash scripts/install-deps.sh python3-numba python3-cffi
 	$(MAKE) all
-	PYTHONPATH=$(CURDIR)/python $(PY) bench/run.py
+	PYTHONPATH=$(CURDIR)/python OLYMPUS_EXT_DIR=$(CURDIR)/$(BUILD) $(PY) bench/run.py
 
 clean:
 	rm -rf build build-* python/olympus/_core*.so

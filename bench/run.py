@@ -1,0 +1,926 @@
+"""bench/run.py — olympus against its peers and floors, measured in one run.
+
+`make bench` (or `PYTHONPATH=python /usr/bin/python3 bench/run.py`) builds the
+small C helpers it needs (bench/floor.c, bench/ctypes_driver.c,
+bench/native_host.c into bench/build/), measures every row and prints one table:
+the olympus figure, the peer's figure, their ratio (olympus time / peer time:
+lower is better), the target for the row, whether it is met, and the spread
+(interquartile range / median) of the repeats. It also writes
+bench/results/latest.json. docs/performance.md says what every row measures.
+
+A row whose olympus side cannot run yet prints "n/a" and the reason; the run
+never stops on one row. Only ratios mean something: the machines are noisy, so
+the two sides of a row are measured in alternation (A B A B ...) after a
+warm-up, and each figure is the median of the repeats.
+
+Options: --quick (3 repeats, short batches: a smoke test), --filter TEXT (rows
+whose id or name contains TEXT), --repeats N, --target-ms MS (length of one
+timed batch), --json PATH, --cb-driver auto|unroll|fori.
+Environment: OLYMPUS_EXT_DIR / OLYMPUS_BUILD_DIR name the olympus build folder
+(default: build/) whose libolympus.a the native-host driver links.
+"""
+import argparse
+import ctypes
+import datetime
+import importlib.machinery
+import importlib.util
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import sysconfig
+import time
+import traceback
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+OUT = os.path.join(HERE, "build")  # ignored by git (build/)
+RESULTS = os.path.join(HERE, "results")
+
+K_CHAIN = 256         # callbacks chained in one jitted function (unrolled driver)
+N_FORI = 1024         # callbacks per jitted call in the fori_loop driver
+K_NATIVE = 256        # host calls chained in one program (native row)
+
+
+class NotAvailable(Exception):
+    """This side of a row cannot run (a feature or a dependency is missing)."""
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- building helpers
+
+def olympus_build_dir():
+    d = os.environ.get("OLYMPUS_BUILD_DIR") or os.environ.get("OLYMPUS_EXT_DIR")
+    return os.path.abspath(d) if d else os.path.join(ROOT, "build")
+
+
+def _stale(out, deps):
+    if not os.path.exists(out):
+        return True
+    t = os.path.getmtime(out)
+    return any(os.path.exists(d) and os.path.getmtime(d) > t for d in deps)
+
+
+def _cc(args, out, deps):
+    """Compile with gcc when out is missing, older than deps, or was built by
+    another command. Raises NotAvailable."""
+    cmd = ["gcc"] + args + ["-o", out]
+    stamp = out + ".cmd"
+    try:
+        with open(stamp) as f:
+            same = f.read() == " ".join(cmd)
+    except OSError:
+        same = False
+    if same and not _stale(out, deps):
+        return out
+    os.makedirs(OUT, exist_ok=True)
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        tail = (p.stderr or p.stdout).strip().splitlines()[-3:]
+        raise NotAvailable(f"build of {os.path.basename(out)} failed: " + " | ".join(tail))
+    with open(stamp, "w") as f:
+        f.write(" ".join(cmd))
+    return out
+
+
+def build_floor():
+    """The CPython extension _olybench_floor (floor.c), imported from bench/build."""
+    src = os.path.join(HERE, "floor.c")
+    out = os.path.join(OUT, "_olybench_floor" + sysconfig.get_config_var("EXT_SUFFIX"))
+    # -O3 -march=native -ffast-math: lets gcc vectorise the chain loop with
+    # glibc's libmvec sinf/cosf, so "C loop" is a real floor for NumPy's SIMD math.
+    _cc(["-std=c11", "-O3", "-march=native", "-ffast-math", "-shared", "-fPIC", "-Wall",
+         "-I" + sysconfig.get_paths()["include"], "-I" + np.get_include(), src, "-lm"],
+        out, [src])
+    loader = importlib.machinery.ExtensionFileLoader("_olybench_floor", out)
+    spec = importlib.util.spec_from_file_location("_olybench_floor", out, loader=loader)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def build_ctypes_driver():
+    src = os.path.join(HERE, "ctypes_driver.c")
+    out = os.path.join(OUT, "libolybench_ctypes.so")
+    _cc(["-std=c11", "-O2", "-shared", "-fPIC", "-Wall", src], out, [src])
+    lib = ctypes.CDLL(out)
+    return lib
+
+
+def build_native_driver():
+    src = os.path.join(HERE, "native_host.c")
+    lib = os.path.join(olympus_build_dir(), "libolympus.a")
+    if not os.path.exists(lib):
+        raise NotAvailable(f"{os.path.relpath(lib, ROOT)} missing (run make first)")
+    out = os.path.join(OUT, "native_host")
+    # --whole-archive: every primitive row is linked even if the registry ever
+    # refers to its rows weakly again (a plain static link would then drop them).
+    _cc(["-std=c11", "-O2", "-D_GNU_SOURCE", "-Wall", "-I" + os.path.join(ROOT, "include"), src,
+         "-Wl,--whole-archive", lib, "-Wl,--no-whole-archive", "-lopenblas", "-lm", "-lpthread"],
+        out,
+        [src, lib, os.path.join(ROOT, "include", "olympus.h")])
+    return out
+
+
+# ---------------------------------------------------------------- lazily built pieces
+
+_cache = {}
+
+
+def lazy(name, make):
+    """make() once; a NotAvailable (or any failure) is remembered and re-raised."""
+    if name not in _cache:
+        try:
+            _cache[name] = (True, make())
+        except NotAvailable as e:
+            _cache[name] = (False, str(e))
+        except Exception as e:  # noqa: BLE001 - reported in the row, never fatal
+            _cache[name] = (False, f"{type(e).__name__}: {e}")
+    ok, v = _cache[name]
+    if not ok:
+        raise NotAvailable(v)
+    return v
+
+
+def floor_mod():
+    return lazy("floor", build_floor)
+
+
+def ctypes_lib():
+    return lazy("ctypes", build_ctypes_driver)
+
+
+def _import_olympus():
+    try:
+        import olympus
+        import olympus.numpy as jnp
+    except Exception as e:  # noqa: BLE001
+        raise NotAvailable(f"import olympus failed: {type(e).__name__}: {e}") from None
+    return olympus, jnp
+
+
+def oly():
+    return lazy("olympus", _import_olympus)
+
+
+def numba_mod():
+    def imp():
+        try:
+            import numba
+        except Exception as e:  # noqa: BLE001
+            raise NotAvailable(f"numba unavailable: {e}") from None
+        return numba
+    return lazy("numba", imp)
+
+
+# ---------------------------------------------------------------- host functions
+
+def host_identity(x):
+    """The Python callback of every callback row: it returns its argument, so a
+    row measures the round trip (wrap, call, convert, copy back), not the work."""
+    return x
+
+
+def host_void(x):
+    """The debug-callback host function: looks at nothing, returns nothing."""
+    return None
+
+
+# ---------------------------------------------------------------- cases
+
+class Case:
+    """One argument shape for the callback rows."""
+
+    def __init__(self, name, value, x64):
+        self.name = name
+        self.value = value      # the first argument, a NumPy array
+        self.x64 = x64          # olympus needs olympus_enable_x64 for it
+
+    @property
+    def scalar(self):
+        return self.value.ndim == 0
+
+
+SCALAR = Case("f32[]", np.array(0.25, np.float32), False)
+VEC1K = Case("f64[1000]", np.full(1000, 0.25, np.float64), True)
+
+
+class x64_mode:
+    """Turns olympus_enable_x64 on for the rows that need 64-bit values."""
+
+    def __init__(self, on):
+        self.on = on
+        self.prev = None
+
+    def __enter__(self):
+        if self.on:
+            try:
+                olympus, _ = oly()
+            except NotAvailable:
+                return  # the olympus side reports it
+            self.prev = bool(olympus.config.olympus_enable_x64)
+            olympus.config.update("olympus_enable_x64", True)
+
+    def __exit__(self, *exc):
+        if self.prev is not None:
+            olympus, _ = oly()
+            olympus.config.update("olympus_enable_x64", self.prev)
+
+
+# A side of a row: prepare() -> Side (or raises NotAvailable). run(n) does n
+# units of ops_per_unit operations each; result() gives a value to cross-check.
+
+class Side:
+    def __init__(self, run, ops_per_unit=1, result=None, note=""):
+        self.run = run
+        self.ops = ops_per_unit
+        self.result = result
+        self.note = note
+
+
+# ---------------------------------------------------------------- callback peers
+
+def floor_callback(case, want_result=True):
+    def prepare():
+        fl = floor_mod()
+        host = host_identity if want_result else host_void
+        x = case.value
+        return Side(lambda n: fl.py_loop(host, x, n, want_result),
+                    result=lambda: fl.py_loop(host, x, 3, want_result))
+    return prepare
+
+
+_numba_fns = {}
+
+
+def _numba_loops():
+    """The Numba objmode loops: n chained calls of the host function inside one
+    @njit call, one objmode block per call (the peer's way of calling Python)."""
+    if _numba_fns:
+        return _numba_fns
+    numba = numba_mod()
+    njit, objmode = numba.njit, numba.objmode
+
+    @njit(cache=False)
+    def scalar_loop(x, n):
+        acc = x
+        for _ in range(n):
+            with objmode(y="float32"):
+                y = host_identity(acc)
+            acc = y
+        return acc
+
+    @njit(cache=False)
+    def vec_loop(x, n):
+        acc = x
+        for _ in range(n):
+            with objmode(y="float64[::1]"):
+                y = host_identity(acc)
+            acc = y
+        return acc
+
+    @njit(cache=False)
+    def void_loop(x, n):
+        for _ in range(n):
+            with objmode():
+                host_void(x)
+        return x
+
+    _numba_fns.update(scalar=scalar_loop, vec=vec_loop, void=void_loop)
+    return _numba_fns
+
+
+def numba_callback(case, want_result=True):
+    def prepare():
+        fns = lazy("numba_loops", _numba_loops)
+        if not want_result:
+            fn = fns["void"]
+        else:
+            fn = fns["scalar"] if case.scalar else fns["vec"]
+        x = case.value[()] if case.scalar else case.value  # np.float32 scalar or array
+        fn(x, 2)  # compile
+        return Side(lambda n: fn(x, n), result=lambda: fn(x, 3))
+    return prepare
+
+
+def ctypes_callback(case):
+    """A ctypes callback called from a C loop. Scalars go by value (ctypes' cheapest
+    form); arrays by pointer, wrapped with np.frombuffer and copied back."""
+    def prepare():
+        lib = ctypes_lib()
+        if case.scalar:
+            proto = ctypes.CFUNCTYPE(ctypes.c_float, ctypes.c_float)
+            cb = proto(host_identity)
+            drive = lib.oly_bench_drive_f32
+            drive.restype = ctypes.c_float
+            drive.argtypes = [proto, ctypes.c_float, ctypes.c_int64]
+            x = float(case.value)
+            return Side(lambda n: drive(cb, x, n), result=lambda: np.float32(drive(cb, x, 3)))
+        dtype = case.value.dtype
+        arr_t = ctypes.c_char * case.value.nbytes
+        shape = case.value.shape
+
+        def py_cb(pin, pout):
+            a = np.frombuffer(arr_t.from_address(pin), dtype).reshape(shape)
+            r = host_identity(a)
+            np.frombuffer(arr_t.from_address(pout), dtype).reshape(shape)[...] = r
+            return 0
+
+        proto = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+        cb = proto(py_cb)
+        drive = lib.oly_bench_drive_buf
+        drive.restype = ctypes.c_void_p
+        drive.argtypes = [proto, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+        a = case.value.copy()
+        b = np.empty_like(a)
+
+        def run(n):
+            if drive(cb, a.ctypes.data, b.ctypes.data, n) is None:
+                raise RuntimeError("ctypes callback failed")
+
+        def result():
+            run(3)
+            return a.copy()
+        return Side(run, result=result)
+    return prepare
+
+
+# ---------------------------------------------------------------- olympus callback sides
+
+def _oly_one_call(olympus, flavour):
+    """v -> one callback of the flavour on v (returns the value to chain)."""
+    if flavour == "pure_callback":
+        def one(v):
+            return olympus.pure_callback(host_identity, olympus.ShapeDtypeStruct(v.shape, v.dtype), v)
+    elif flavour in ("io_callback", "io_callback(ordered)"):
+        try:
+            from olympus.experimental import io_callback
+        except ImportError as e:
+            raise NotAvailable(f"olympus.experimental.io_callback missing: {e}") from None
+        ordered = flavour.endswith("(ordered)")
+
+        def one(v):
+            return io_callback(host_identity, olympus.ShapeDtypeStruct(v.shape, v.dtype), v,
+                               ordered=ordered)
+    elif flavour == "debug.callback":
+        debug = getattr(olympus, "debug", None)
+        if debug is None or not hasattr(debug, "callback"):
+            raise NotAvailable("olympus.debug.callback missing")
+
+        def one(v):
+            debug.callback(host_void, v)
+            return v
+    else:
+        raise ValueError(flavour)
+    return one
+
+
+def _driver_unroll(olympus, jnp, one, x):
+    """K_CHAIN callbacks chained in one jitted function, called in a Python loop."""
+    def chain(v):
+        for _ in range(K_CHAIN):
+            v = one(v)
+        return v
+    jf = olympus.jit(chain)
+    xa = jnp.asarray(x)
+    jf(xa)  # trace + compile
+
+    def run(n):
+        for _ in range(n):
+            jf(xa)
+    return Side(run, ops_per_unit=K_CHAIN, result=lambda: np.asarray(jf(xa)),
+                note=f"{K_CHAIN} chained in 1 jit call")
+
+
+def _driver_fori(olympus, jnp, one, x):
+    """N_FORI callbacks from a lax.fori_loop in one jitted call (slots in once
+    olympus.lax.fori_loop exists)."""
+    lax = getattr(olympus, "lax", None)
+    fori = getattr(lax, "fori_loop", None)
+    if fori is None:
+        raise NotAvailable("not in olympus.lax yet")
+    jf = olympus.jit(lambda v: fori(0, N_FORI, lambda i, w: one(w), v))
+    xa = jnp.asarray(x)
+    jf(xa)
+
+    def run(n):
+        for _ in range(n):
+            jf(xa)
+    return Side(run, ops_per_unit=N_FORI, result=lambda: np.asarray(jf(xa)),
+                note=f"fori_loop of {N_FORI} in 1 jit call")
+
+
+def oly_callback(flavour, case, args):
+    def prepare():
+        olympus, jnp = oly()
+        one = _oly_one_call(olympus, flavour)
+        x = case.value
+        if args.cb_driver in ("auto", "fori"):
+            try:
+                return _driver_fori(olympus, jnp, one, x)
+            except NotAvailable as e:
+                if args.cb_driver == "fori":
+                    raise
+                why = str(e)
+            except Exception as e:  # noqa: BLE001
+                if args.cb_driver == "fori":
+                    raise
+                why = f"failed: {type(e).__name__}: {e}".splitlines()[0]
+            side = _driver_unroll(olympus, jnp, one, x)
+            side.note += f" (fori_loop: {why})"
+            return side
+        return _driver_unroll(olympus, jnp, one, x)
+    return prepare
+
+
+# ---------------------------------------------------------------- native host function
+
+def native_results(args):
+    """Runs bench/build/native_host once; {case: {"oly_ns": [...], "peer_ns": [...], "error"}}."""
+    def run():
+        exe = build_native_driver()
+        reps = str(args.repeats)
+        p = subprocess.run([exe, str(K_NATIVE), reps, str(args.target_ms)], capture_output=True,
+                           text=True, timeout=120)
+        out = {}
+        for line in p.stdout.splitlines():
+            line = line.strip()
+            if line.startswith("{"):
+                d = json.loads(line)
+                out[d["case"]] = d
+        if not out:
+            raise NotAvailable(f"native_host exited {p.returncode}: "
+                               + (p.stderr.strip().splitlines() or ["no output"])[-1])
+        return out
+    return lazy("native", run)
+
+
+# ---------------------------------------------------------------- dispatch and kernels
+
+def oly_jit_dispatch():
+    olympus, jnp = oly()
+    jf = olympus.jit(lambda x: x + 1)
+    x = jnp.asarray(np.ones(1, np.float32))
+    jf(x)
+
+    def run(n):
+        for _ in range(n):
+            jf(x)
+    return Side(run, result=lambda: np.asarray(jf(x)), note="jit(lambda x: x + 1), f32[1]")
+
+
+def numba_dispatch():
+    numba = numba_mod()
+    fn = numba.njit(lambda x: x + 1)
+    a = np.ones(1, np.float32)
+    fn(a)
+
+    def run(n):
+        for _ in range(n):
+            fn(a)
+    return Side(run, result=lambda: fn(a))
+
+
+def numpy_ufunc_1():
+    a = np.ones(1, np.float32)
+    add = np.add
+
+    def run(n):
+        for _ in range(n):
+            add(a, 1)
+    return Side(run, result=lambda: add(a, 1))
+
+
+def oly_eager_sin():
+    olympus, jnp = oly()
+    x = jnp.asarray(np.full(1, 0.5, np.float32))
+    sin = jnp.sin
+    sin(x)
+
+    def run(n):
+        for _ in range(n):
+            sin(x)
+    return Side(run, result=lambda: np.asarray(sin(x)))
+
+
+def numpy_sin_1():
+    a = np.full(1, 0.5, np.float32)
+    sin = np.sin
+
+    def run(n):
+        for _ in range(n):
+            sin(a)
+    return Side(run, result=lambda: sin(a))
+
+
+_rng = np.random.default_rng(0)
+X1M = _rng.standard_normal(1 << 20).astype(np.float32)
+Y1M = _rng.standard_normal(1 << 20).astype(np.float32)
+
+
+def _block(v):
+    b = getattr(v, "block_until_ready", None)
+    return b() if b is not None else v
+
+
+def oly_jit_side(fn, *arrays, note=""):
+    def prepare():
+        olympus, jnp = oly()
+        jf = olympus.jit(fn(jnp))
+        xs = [jnp.asarray(a) for a in arrays]
+        _block(jf(*xs))
+
+        def run(n):
+            for _ in range(n):
+                _block(jf(*xs))
+        return Side(run, result=lambda: np.asarray(jf(*xs)), note=note)
+    return prepare
+
+
+def numpy_side(fn, *arrays):
+    def prepare():
+        def run(n):
+            for _ in range(n):
+                fn(*arrays)
+        return Side(run, result=lambda: fn(*arrays))
+    return prepare
+
+
+def c_chain_floor():
+    fl = floor_mod()
+    out = np.empty_like(X1M)
+
+    def run(n):
+        for _ in range(n):
+            fl.chain(X1M, Y1M, out)
+
+    def result():
+        fl.chain(X1M, Y1M, out)
+        return out.copy()
+    return Side(run, result=result)
+
+
+def _chain_np(x, y):
+    return np.sin(x) ** 2 + np.cos(x) * y
+
+
+MATS = {n: (_rng.standard_normal((n, n)).astype(np.float32),
+            _rng.standard_normal((n, n)).astype(np.float32)) for n in (256, 1024)}
+
+
+# ---------------------------------------------------------------- rows
+
+class Row:
+    """One line of the table. target: the most olympus time / peer time may be
+    (None: no target, the row is for information)."""
+
+    def __init__(self, rid, group, name, oly, peer_name, peer, target=None, target_text="",
+                 x64=False, native=None, rtol=None):
+        self.id, self.group, self.name = rid, group, name
+        self.oly, self.peer_name, self.peer = oly, peer_name, peer
+        self.target, self.target_text = target, target_text
+        self.x64 = x64
+        self.native = native  # case name in native_host's output
+        self.rtol = rtol      # cross-check tolerance (None: no check)
+
+
+def make_rows(args):
+    rows = []
+    floor_t = (1.3, "<=1.3x floor")
+    objmode_t = (0.2, ">=5x faster")
+    # 1-2: Python callbacks
+    flavours = [("1", "pure_callback", "pure"), ("2", "io_callback", "io"),
+                ("2", "io_callback(ordered)", "io-ord"), ("2", "debug.callback", "debug")]
+    for grp, fl, tag in flavours:
+        want = fl != "debug.callback"  # debug callbacks return nothing
+        for case in (SCALAR, VEC1K):
+            scalar = case.scalar
+            rows.append(Row(f"{tag}-{case.name}-floor", grp, f"{fl} {case.name}",
+                            oly_callback(fl, case, args), "C->Python floor",
+                            floor_callback(case, want), *floor_t, x64=case.x64,
+                            rtol=1e-6 if want else None))
+            if scalar or grp == "1":
+                rows.append(Row(f"{tag}-{case.name}-objmode", grp, f"{fl} {case.name}",
+                                oly_callback(fl, case, args), "Numba objmode",
+                                numba_callback(case, want),
+                                *(objmode_t if scalar else (None, "")), x64=case.x64,
+                                rtol=1e-6 if want else None))
+            if grp == "1":
+                rows.append(Row(f"{tag}-{case.name}-ctypes", grp, f"{fl} {case.name}",
+                                oly_callback(fl, case, args), "ctypes callback from C",
+                                ctypes_callback(case), x64=case.x64, rtol=1e-6))
+    # 3: native host function (measured by the C driver)
+    for cname in ("f32[]", "f32[1000]"):
+        rows.append(Row(f"native-{cname}", "3", f"C host fn {cname}", None,
+                        "C call via fn pointer", None, 3.0, "<=3x fn ptr", native=cname))
+    # 4: dispatch
+    rows.append(Row("dispatch-numba", "4", "cached jit dispatch", oly_jit_dispatch,
+                    "Numba @njit call", numba_dispatch, 2.0, "<=2x Numba", rtol=1e-6))
+    rows.append(Row("dispatch-ufunc", "4", "cached jit dispatch", oly_jit_dispatch,
+                    "NumPy ufunc f32[1]", numpy_ufunc_1, rtol=1e-6))
+    rows.append(Row("eager-sin", "4", "eager jnp.sin f32[1]", oly_eager_sin, "np.sin f32[1]",
+                    numpy_sin_1, 1.0, "<=NumPy", rtol=1e-6))
+    # 5: kernels
+    chain = oly_jit_side(lambda jnp: (lambda x, y: jnp.sin(x) ** 2 + jnp.cos(x) * y), X1M, Y1M)
+    rows.append(Row("chain-numpy", "5", "sin(x)**2+cos(x)*y f32[1M]", chain, "NumPy",
+                    numpy_side(_chain_np, X1M, Y1M), 1.0, ">=NumPy speed", rtol=1e-4))
+    rows.append(Row("chain-c", "5", "sin(x)**2+cos(x)*y f32[1M]", chain, "C loop (floor)",
+                    c_chain_floor, rtol=1e-4))
+    rows.append(Row("sum-numpy", "5", "sum f32[1M]", oly_jit_side(lambda jnp: jnp.sum, X1M),
+                    "NumPy", numpy_side(np.sum, X1M), rtol=1e-3))
+    for n in (256, 1024):
+        a, b = MATS[n]
+        rows.append(Row(f"matmul-{n}", "5", f"matmul f32[{n},{n}]",
+                        oly_jit_side(lambda jnp: jnp.matmul, a, b), "NumPy",
+                        numpy_side(np.matmul, a, b), 1 / 0.9, ">=0.9x NumPy", rtol=1e-3))
+    if args.filter:
+        rows = [r for r in rows if args.filter in r.id or args.filter in r.name]
+    return rows
+
+
+# ---------------------------------------------------------------- measuring
+
+def _timed(run, n):
+    t0 = time.perf_counter()
+    run(n)
+    return time.perf_counter() - t0
+
+
+def _calibrate(side, target_s):
+    """Units per batch so that one batch takes about target_s."""
+    n = 1
+    while True:
+        t = _timed(side.run, n)
+        if t >= target_s / 8 or n >= 1 << 24:
+            break
+        n *= 8 if t < target_s / 64 else 2
+    return max(1, int(round(n * target_s / max(t, 1e-9))))
+
+
+def _prepare(make):
+    if make is None:
+        raise NotAvailable("no such side")
+    side = make()
+    side.run(1)  # warm-up
+    return side
+
+
+def measure_pair(oly_make, peer_make, repeats, target_s):
+    """Warm-up, calibration, then `repeats` timed batches of each side in turn.
+    Returns ({"oly": per-op seconds list or reason str, "peer": ...}, prepared sides)."""
+    sides, reasons = {}, {}
+    for key, make in (("oly", oly_make), ("peer", peer_make)):
+        try:
+            sides[key] = _prepare(make)
+        except NotAvailable as e:
+            reasons[key] = str(e)
+        except Exception as e:  # noqa: BLE001
+            reasons[key] = f"{type(e).__name__}: {e}".splitlines()[0]
+    units = {}
+    for key, side in list(sides.items()):
+        try:
+            units[key] = _calibrate(side, target_s)
+        except Exception as e:  # noqa: BLE001
+            reasons[key] = f"{type(e).__name__}: {e}".splitlines()[0]
+            del sides[key]
+    times = {k: [] for k in sides}
+    for _ in range(repeats):
+        for key in list(sides):
+            side = sides[key]
+            try:
+                t = _timed(side.run, units[key])
+            except Exception as e:  # noqa: BLE001
+                reasons[key] = f"{type(e).__name__}: {e}".splitlines()[0]
+                del sides[key]
+                continue
+            times[key].append(t / (units[key] * side.ops))
+    res = {k: (times[k] if k in sides else reasons[k]) for k in ("oly", "peer")}
+    return res, sides
+
+
+def cross_check(sides, rtol):
+    if rtol is None or "oly" not in sides or "peer" not in sides:
+        return ""
+    a, b = sides["oly"].result, sides["peer"].result
+    if a is None or b is None:
+        return ""
+    try:
+        ra, rb = np.asarray(a()), np.asarray(b())
+        if ra.shape != rb.shape or not np.allclose(ra, rb, rtol=rtol, atol=rtol):
+            err = np.max(np.abs(ra.astype(np.float64) - rb.astype(np.float64))) \
+                if ra.shape == rb.shape else f"shape {ra.shape} vs {rb.shape}"
+            return f"RESULT MISMATCH vs peer (max abs err {err})"
+    except Exception as e:  # noqa: BLE001
+        return f"cross-check failed: {type(e).__name__}: {e}"
+    return ""
+
+
+def _spread(v):
+    """Interquartile range / median: robust to the outliers a shared machine makes."""
+    if not isinstance(v, list) or len(v) < 2:
+        return None
+    q = statistics.quantiles(v, n=4, method="inclusive")
+    return (q[2] - q[0]) / statistics.median(v)
+
+
+def run_row(row, args):
+    if row.native:
+        try:
+            d = native_results(args)[row.native]
+            oly = d["oly_ns"] if d["oly_ns"] else (d.get("error") or "olympus side failed")
+            if isinstance(oly, list):
+                oly = [t * 1e-9 for t in oly]
+            res = {"oly": oly, "peer": [t * 1e-9 for t in d["peer_ns"]]}
+        except NotAvailable as e:
+            res = {"oly": str(e), "peer": str(e)}
+        how = f"{K_NATIVE} chained host calls in 1 program run"
+        note = ""
+    else:
+        with x64_mode(row.x64):
+            res, sides = measure_pair(row.oly, row.peer, args.repeats, args.target_ms / 1e3)
+            note = cross_check(sides, row.rtol)
+        how = sides["oly"].note if "oly" in sides else ""
+    out = {"id": row.id, "group": row.group, "name": row.name, "peer": row.peer_name,
+           "target_ratio_max": row.target, "target": row.target_text}
+    for k in ("oly", "peer"):
+        v = res[k]
+        if isinstance(v, list) and v:
+            out[f"{k}_s"] = statistics.median(v)
+            out[f"{k}_repeats_s"] = v
+            out[f"{k}_spread_iqr"] = _spread(v)
+            out[f"{k}_min_s"] = min(v)
+        else:
+            out[f"{k}_s"] = None
+            out[f"{k}_na"] = v if isinstance(v, str) else "no measurement"
+    if out["oly_s"] and out["peer_s"]:
+        out["ratio"] = out["oly_s"] / out["peer_s"]
+        out["met"] = None if row.target is None else out["ratio"] <= row.target
+    else:
+        out["ratio"] = None
+        out["met"] = None
+    out["how"] = how
+    out["note"] = note
+    return out
+
+
+# ---------------------------------------------------------------- printing
+
+def fmt_time(s):
+    if s is None:
+        return "n/a"
+    if s < 1e-6:
+        return f"{s * 1e9:.0f} ns"
+    if s < 1e-3:
+        return f"{s * 1e6:.2f} us"
+    if s < 1:
+        return f"{s * 1e3:.2f} ms"
+    return f"{s:.2f} s"
+
+
+def fmt_spread(v):
+    return "-" if v is None else f"{100 * v:.0f}%"
+
+
+GROUPS = {"1": "1 pure_callback round trip, per callback",
+          "2": "2 io_callback / debug.callback round trip, per callback",
+          "3": "3 native C host function, per call",
+          "4": "4 dispatch, per call",
+          "5": "5 array kernels, per call"}
+
+
+def print_table(results, file=sys.stdout):
+    head = ["row", "olympus", "peer", "peer time", "ratio", "target", "met", "IQR o/p"]
+    lines = []
+    notes = []
+    for r in results:
+        if r["oly_s"] is None:
+            notes.append(f"{r['id']}: olympus n/a: {r['oly_na']}")
+        if r["peer_s"] is None:
+            notes.append(f"{r['id']}: peer n/a: {r['peer_na']}")
+        if r["note"]:
+            notes.append(f"{r['id']}: {r['note']}")
+        met = "-" if r["met"] is None else ("yes" if r["met"] else "NO")
+        if r["target_ratio_max"] is not None and r["ratio"] is None:
+            met = "?"
+        tgt = r["target"] + (f" (<={r['target_ratio_max']:.2f})" if r["target_ratio_max"] else "") \
+            if r["target"] else "-"
+        lines.append((r["group"], [f"{r['name']}", fmt_time(r["oly_s"]), r["peer"],
+                                   fmt_time(r["peer_s"]),
+                                   "n/a" if r["ratio"] is None else f"{r['ratio']:.2f}x",
+                                   tgt, met,
+                                   f"{fmt_spread(r.get('oly_spread_iqr'))}/{fmt_spread(r.get('peer_spread_iqr'))}"]))
+    widths = [max(len(head[i]), *(len(c[i]) for _, c in lines)) for i in range(len(head))] \
+        if lines else [len(h) for h in head]
+    right = {1, 3, 4}
+
+    def fmt(cells):
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+    print("ratio = olympus time / peer time (lower is better); target = the most the ratio "
+          "may be; IQR = interquartile range / median of the repeats (olympus/peer)", file=file)
+    print(fmt(head), file=file)
+    print("  ".join("-" * w for w in widths), file=file)
+    group_how = {}
+    for r in results:
+        if r.get("how"):
+            group_how.setdefault(r["group"], r["how"])
+    for r in results:
+        if r.get("how") and r["how"] != group_how.get(r["group"]):
+            notes.append(f"{r['id']}: {r['how']}")
+    group = None
+    for g, cells in lines:
+        if g != group:
+            how = f"; olympus: {group_how[g]}" if g in group_how else ""
+            print(f"[{GROUPS.get(g, g)}{how}]", file=file)
+            group = g
+        print(fmt(cells), file=file)
+    if notes:
+        print("\nnotes:", file=file)
+        for n in notes:
+            print(f"  {n}", file=file)
+
+
+def machine_info():
+    model = "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    info = {"nproc": os.cpu_count(), "cpu_model": model, "platform": platform.platform(),
+            "python": sys.version.split()[0], "numpy": np.__version__}
+    try:
+        info["numba"] = numba_mod().__version__
+    except NotAvailable:
+        info["numba"] = None
+    try:
+        info["git"] = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                                     capture_output=True, text=True).stdout.strip()
+    except OSError:
+        pass
+    return info
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="3 repeats of 5 ms batches")
+    ap.add_argument("--filter", default="", help="only rows whose id or name contains this")
+    ap.add_argument("--repeats", type=int, default=21)
+    ap.add_argument("--target-ms", type=float, default=10.0, help="length of one timed batch")
+    ap.add_argument("--json", default=os.path.join(RESULTS, "latest.json"))
+    ap.add_argument("--cb-driver", choices=("auto", "unroll", "fori"), default="auto",
+                    help="how olympus issues many callbacks in one compiled call")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.repeats, args.target_ms = 3, 5.0
+    args.repeats = max(1, args.repeats)
+    t0 = time.perf_counter()
+    info = machine_info()
+    try:
+        olympus, _ = oly()
+        core = getattr(olympus, "_core", None)
+        info["olympus"] = getattr(core, "__file__", "?")
+    except NotAvailable as e:
+        info["olympus"] = f"n/a: {e}"
+    log(f"olympus bench: {info['nproc']} x {info['cpu_model']}; olympus: {info['olympus']}")
+    rows = make_rows(args)
+    results = []
+    for i, row in enumerate(rows, 1):
+        t1 = time.perf_counter()
+        try:
+            r = run_row(row, args)
+        except Exception as e:  # noqa: BLE001 - a row never stops the table
+            traceback.print_exc()
+            r = {"id": row.id, "group": row.group, "name": row.name, "peer": row.peer_name,
+                 "target_ratio_max": row.target, "target": row.target_text, "oly_s": None,
+                 "peer_s": None, "oly_na": f"bench error: {e}", "peer_na": "bench error",
+                 "ratio": None, "met": None, "note": ""}
+        results.append(r)
+        log(f"  [{i:2d}/{len(rows)}] {row.id:28s} {time.perf_counter() - t1:5.1f} s")
+    elapsed = time.perf_counter() - t0
+    print(f"olympus bench — {info['nproc']} x {info['cpu_model']}, python {info['python']}, "
+          f"numpy {info['numpy']}, numba {info['numba']}; median of {args.repeats} repeats; "
+          f"{elapsed:.0f} s")
+    print_table(results)
+    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+    doc = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           "machine": info, "repeats": args.repeats, "target_ms": args.target_ms,
+           "elapsed_s": elapsed, "rows": results}
+    with open(args.json, "w") as f:
+        json.dump(doc, f, indent=1)
+    log(f"wrote {os.path.relpath(args.json, ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
