@@ -227,6 +227,7 @@ typedef enum oly_field_kind {
     OLY_FIELD_STR,     /* const char * (copied into the program's arena) */
     OLY_FIELD_AVALS,   /* const oly_aval * with its int count at count_offset (copied) */
     OLY_FIELD_HOST_FN, /* oly_host_fn * (retained by the copy, released with it) */
+    OLY_FIELD_THUNK,   /* oly_thunk * (retained by the copy, released with it) */
     OLY_FIELD_KIND_COUNT
 } oly_field_kind;
 
@@ -264,6 +265,26 @@ typedef struct oly_params_dot_general {
  * the output count is computed from params alone. */
 typedef struct oly_params_call { const char *name; int64_t n_out; } oly_params_call;
 
+/* Control flow (src/prims/control.c), JAX's conventions. Sub-programs are the
+ * equation's nested programs.
+ * cond(index, *ops): subs = branches (>= 1), each ops -> outputs of the same
+ *   avals. index is int32[] (clamped to [0, n_branches-1]) or bool[] (2
+ *   branches: False runs branch 0). n_out (hidden) = the branches' output count.
+ * while(*cond_consts, *body_consts, *init): subs = [cond, body];
+ *   cond(cond_consts, carry) -> bool[]; body(body_consts, carry) -> carry;
+ *   outputs = the final carry (count = n_in - cond_nconsts - body_nconsts).
+ * scan(*consts, *init, *xs): subs = [body]; every xs has leading axis length;
+ *   body(consts, carry, x slices) -> (carry, y slices); outputs = final carry
+ *   then the ys stacked on a new leading axis of size length; reverse walks
+ *   t = length-1 .. 0 (ys still land at index t). n_out (hidden) = the body's
+ *   output count = num_carry + number of ys. */
+typedef struct oly_params_cond { int64_t n_out; } oly_params_cond;
+typedef struct oly_params_while { int64_t cond_nconsts, body_nconsts; } oly_params_while;
+typedef struct oly_params_scan {
+    int64_t length, num_consts, num_carry, n_out;
+    bool reverse;
+} oly_params_scan;
+
 typedef enum oly_vmap_method {
     OLY_VMAP_NONE,
     OLY_VMAP_SEQUENTIAL,
@@ -283,6 +304,77 @@ typedef struct oly_params_callback {
     int vmap_method;  /* oly_vmap_method; pure_callback only */
     bool ordered;     /* io_callback, debug_callback */
 } oly_params_callback;
+
+/* ---------------------------------------------------------------- custom rules (thunks)
+ * A custom differentiation rule is a thunk: a refcounted object that traces
+ * the rule's program when a transform first needs it, and never before. That
+ * is what lets a rule call its own function (a Bessel jv whose JVP calls jv):
+ * each level of differentiation expands one layer.
+ *
+ * trace(user, n_in, in_avals, nz, out) builds the rule's program for these
+ * input avals and returns it in *out (a new reference). nz[i] (n_in entries,
+ * never NULL) is false where input i is a symbolic zero; the program still
+ * takes that input (as zeros). It may be called from any thread that runs a
+ * transform, any number of times. It fails like a host function (a message
+ * through oly_host_fail, optionally a payload with oly_error_set_payload).
+ * What the program must look like depends on the primitive holding the thunk:
+ *
+ * custom_jvp_call (params oly_params_custom_jvp, sub[0] = primal program with
+ *   n inputs and m outputs): jvp thunk, called with the n primal avals and the
+ *   nonzero-tangent mask; returns (primals[n]..., tangents[n]...) ->
+ *   (primal outs[m]..., tangent outs[m]...), each tangent with its primal's
+ *   aval. Its tangent outputs must be linear in its tangent inputs.
+ * custom_vjp_call (params oly_params_custom_vjp, sub[0] as above):
+ *   fwd thunk, called with the n primal avals and the nonzero-tangent mask;
+ *   returns primals[n] -> (outs[m]..., residuals[r]...), r >= 0.
+ *   bwd thunk, called with the r residual avals then the m output avals
+ *   (nz: residuals true, then which cotangents are nonzero); returns
+ *   (residuals[r]..., cotangents[m]...) -> input cotangents[n], each with its
+ *   primal input's aval. */
+typedef struct oly_thunk oly_thunk;
+struct oly_program; /* oly_program, declared below */
+typedef oly_status (*oly_thunk_trace_fn)(void *user, int n_in, const oly_aval *in_avals,
+                                         const bool *nz, struct oly_program **out);
+
+/* A new thunk (refcount 1). name is copied (printed in programs). release(user)
+ * runs when the last reference goes (may be NULL). */
+oly_status oly_thunk_new(const char *name, oly_thunk_trace_fn trace, void *user,
+                         void (*release)(void *user), oly_thunk **out);
+oly_thunk *oly_thunk_retain(oly_thunk *t);
+void oly_thunk_release(oly_thunk *t); /* accepts NULL */
+const char *oly_thunk_name(const oly_thunk *t);
+void *oly_thunk_user(const oly_thunk *t);
+/* Calls t's trace function; *out is a new reference. Fails if the function
+ * fails or returns no program. */
+oly_status oly_thunk_trace(oly_thunk *t, int n_in, const oly_aval *in_avals, const bool *nz,
+                           struct oly_program **out);
+
+/* custom_jvp_call: runs sub[0]; jvp traces the thunk. n_out (hidden) must
+ * equal sub[0]'s output count (as for pjit). */
+typedef struct oly_params_custom_jvp {
+    const char *name;
+    int64_t n_out;
+    oly_thunk *jvp;
+} oly_params_custom_jvp;
+/* custom_vjp_call: runs sub[0]; jvp emits fwd and a custom_lin holding bwd. */
+typedef struct oly_params_custom_vjp {
+    const char *name;
+    int64_t n_out;
+    oly_thunk *fwd;
+    oly_thunk *bwd;
+} oly_params_custom_vjp;
+/* custom_lin (emitted by custom_vjp_call's jvp rule; no kernel): inputs are
+ * n_res residuals then one tangent per primal input (a rank-0 zero literal
+ * where that tangent is a symbolic zero); outputs are the tangents of the
+ * primal outputs (out_avals). Its transpose traces bwd. */
+typedef struct oly_params_custom_lin {
+    int64_t n_res;
+    oly_thunk *bwd;
+    const oly_aval *in_avals;   /* the primal inputs' avals */
+    int n_in;
+    const oly_aval *out_avals;  /* the primal outputs' avals */
+    int n_out;
+} oly_params_custom_lin;
 
 /* ---------------------------------------------------------------- primitives */
 
@@ -363,7 +455,9 @@ oly_status oly_program_vmap(oly_program *p, const int *in_axes, int64_t axis_siz
 /* Forward mode. nz_in[i]: input i has a nonzero tangent. The new program takes
  * (primals..., tangents of the nz inputs...) and returns (primal outputs...,
  * tangents of the outputs with nz_out[j]...). Integer and bool values always
- * have zero tangents. nz_out has p's output count. */
+ * have zero tangents: an nz input of such a dtype still gets its tangent input
+ * (the primal's aval; the value is ignored), and such outputs get nz_out false.
+ * Tangents have their primal's aval. nz_out has p's output count. */
 oly_status oly_program_jvp(oly_program *p, const bool *nz_in, oly_program **out, bool *nz_out);
 /* jvp + partial evaluation. *primal: primals -> (outputs..., residuals...);
  * *linear: (residuals..., tangents of nz inputs...) -> tangents of nz outputs. */

@@ -44,6 +44,10 @@ from ._src.api import (  # noqa: E402
     jit, make_jaxpr, ShapeDtypeStruct, CpuDevice, devices, local_devices, device_count,
     local_device_count, block_until_ready, device_put, device_get,
 )
+from ._src.ad import (  # noqa: E402
+    vmap, jvp, linearize, vjp, grad, value_and_grad, jacfwd, jacrev, hessian, linear_transpose,
+    custom_jvp, custom_vjp, checkpoint, remat, closure_convert,
+)
 from . import tree_util  # noqa: E402
 from . import numpy  # noqa: E402
 from . import lax  # noqa: E402
@@ -61,4 +65,6 @@ __all__ = [
     "ShapeDtypeStruct", "CpuDevice", "devices", "local_devices", "device_count",
     "local_device_count", "block_until_ready", "device_put", "device_get", "tree_util",
     "numpy", "lax", "pure_callback", "effects_barrier", "debug", "experimental",
+    "vmap", "jvp", "linearize", "vjp", "grad", "value_and_grad", "jacfwd", "jacrev", "hessian",
+    "linear_transpose", "custom_jvp", "custom_vjp", "checkpoint", "remat", "closure_convert",
 ]

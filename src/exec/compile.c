@@ -89,13 +89,17 @@ void oly__exec_free(void *p)
 {
     oly_exe *exe = p;
     if (!exe) return;
+    oly__exec_drop_spare(exe);
     for (int i = 0; i < exe->n_lit; i++) oly_array_release(exe->lit[i]);
     free(exe->lit);
     free(exe->step);
     free(exe->loc);
     free(exe->out_src);
     free(exe->in_needs_array);
+    free(exe->own);
+    free(exe->out_loc_var);
     free(exe->refs);
+    free(exe->patch);
     free(exe->avals);
     free(exe);
 }
@@ -109,7 +113,7 @@ static oly_status make_literal(oly_exe *exe, const oly_scalar *s, int *ref)
     OLY_TRY(oly_array_new(&a, &arr));
     oly_scalar_store(s, s->dtype, oly_array_mutable_data(arr));
     exe->lit[exe->n_lit] = arr;
-    *ref = -(exe->n_lit + 1);
+    *ref = (int)exe->n_vars + exe->n_lit;
     exe->n_lit++;
     return OLY_OK;
 }
@@ -149,14 +153,17 @@ static oly_status compile(oly_program *p, oly_exe **out)
     exe->lit = oly__calloc(n_lits, sizeof *exe->lit);
     exe->out_src = oly__calloc((size_t)p->n_out, sizeof *exe->out_src);
     exe->in_needs_array = oly__calloc((size_t)p->n_in, sizeof *exe->in_needs_array);
+    exe->own = oly__calloc(nv + (size_t)p->n_in + 1, sizeof *exe->own);
+    exe->out_loc_var = oly__calloc(nv + 1, sizeof *exe->out_loc_var);
     exe->refs = oly__calloc(n_refs, sizeof *exe->refs);
+    exe->n_refs = n_refs;
     exe->avals = oly__calloc(n_refs, sizeof *exe->avals);
     last_use = oly__calloc(nv, sizeof *last_use);
     n_uses_by_cb = oly__calloc(nv, sizeof *n_uses_by_cb);
     out_first = oly__calloc(nv, sizeof *out_first);
     freed = oly__calloc(nv, sizeof *freed);
     if (!exe->step || !exe->loc || !exe->lit || !exe->out_src || !exe->in_needs_array ||
-        !exe->refs || !exe->avals || !last_use || !n_uses_by_cb || !out_first || !freed) {
+        !exe->own || !exe->out_loc_var || !exe->refs || !exe->avals || !last_use || !n_uses_by_cb || !out_first || !freed) {
         st = OLY_ERR_NOMEM;
         goto fail;
     }
@@ -220,9 +227,11 @@ static oly_status compile(oly_program *p, oly_exe **out)
             s->out_var[j] = (int)v;
             s->out_aval[j] = e->out[j]->aval;
             if (n_uses_by_cb[v] > 0) {
+                exe->own[exe->n_own] = (oly_own){v, -1, &e->out[j]->aval};
                 exe->loc[v] = (oly_loc){OLY_LOC_OWN, exe->n_own++, 0};
             } else if (out_first[v] >= 0) {
                 exe->loc[v] = (oly_loc){OLY_LOC_OUT, out_first[v], 0};
+                exe->out_loc_var[exe->n_out_loc++] = v;
             } else {
                 if (last_use[v] < 0) last_use[v] = i; /* never read: dies here */
                 size_t nb = oly_aval_nbytes(&e->out[j]->aval);
@@ -261,6 +270,15 @@ static oly_status compile(oly_program *p, oly_exe **out)
     }
     exe->scratch_bytes = pl.peak;
 
+    /* Input copies (for callers without input arrays) follow the OWN vars. */
+    exe->n_own_all = exe->n_own;
+    size_t own_bytes = 0;
+    for (int i = 0; i < p->n_in; i++)
+        if (exe->in_needs_array[i])
+            exe->own[exe->n_own_all++] = (oly_own){p->in[i]->id, i, &p->in[i]->aval};
+    for (int i = 0; i < exe->n_own_all; i++) own_bytes += round_up(oly_aval_nbytes(exe->own[i].aval));
+    exe->pool = exe->scratch_bytes + own_bytes <= OLY_EXEC_POOL_BYTES;
+
     /* Program outputs: written in place, or copied at the end of the run. */
     for (int k = 0; k < p->n_out; k++) {
         const oly_atom *a = &p->out[k];
@@ -271,6 +289,27 @@ static oly_status compile(oly_program *p, oly_exe **out)
             uint32_t v = a->var->id;
             exe->out_src[k].ref = (int)v;
             exe->out_src[k].direct = exe->loc[v].kind == OLY_LOC_OUT && exe->loc[v].idx == k;
+        }
+        oly_aval av_k = oly__atom_aval(a);
+        exe->out_src[k].nbytes = oly_aval_nbytes(&av_k);
+    }
+
+    exe->n_slots = nv + (uint32_t)exe->n_lit;
+
+    /* References whose pointer a run must refresh: inputs and in-place outputs. */
+    for (int pass = 0; pass < 2; pass++) {
+        exe->n_patch = 0;
+        for (size_t i = 0; i < n_refs; i++) {
+            int v = exe->refs[i];
+            if ((uint32_t)v >= nv) continue;
+            oly_loc_kind k = exe->loc[v].kind;
+            if (k != OLY_LOC_INPUT && k != OLY_LOC_OUT) continue;
+            if (pass) exe->patch[exe->n_patch] = (int)i;
+            exe->n_patch++;
+        }
+        if (!pass && !(exe->patch = oly__calloc((size_t)exe->n_patch, sizeof *exe->patch))) {
+            st = OLY_ERR_NOMEM;
+            goto fail;
         }
     }
 

@@ -11,6 +11,9 @@
 #define OLY_EXEC_MAX_DEPTH 64
 /* Scratch offsets and sizes are multiples of this. */
 #define OLY_EXEC_ALIGN 64
+/* An executable whose scratch and per-run arrays fit in this many bytes keeps
+ * them between runs (one spare run state); larger ones allocate per run. */
+#define OLY_EXEC_POOL_BYTES ((size_t)4 << 20)
 
 /* Where a variable lives during a run. */
 typedef enum oly_loc_kind {
@@ -28,7 +31,8 @@ typedef struct oly_loc {
     size_t off;
 } oly_loc;
 
-/* One equation ready to run. in_ref[j] >= 0 is a var id; -(k+1) is literal k. */
+/* One equation ready to run. in_ref[j] is a value slot: a var id below
+ * n_vars, else literal in_ref[j] - n_vars. */
 typedef struct oly_step {
     const oly_eqn *eqn;         /* borrowed from the program */
     oly_kernel_fn kernel;
@@ -44,11 +48,21 @@ typedef struct oly_step {
 typedef struct oly_out_src {
     bool direct;
     int ref;                    /* like oly_step.in_ref */
+    size_t nbytes;              /* bytes to copy when not direct */
 } oly_out_src;
+
+/* A value the run holds as an array of its own: an OLY_LOC_OWN var, or a copy
+ * of input in_idx (>= 0) when the caller passes no input arrays. */
+typedef struct oly_own {
+    uint32_t var;
+    int in_idx;                 /* -1 for an OLY_LOC_OWN var */
+    const oly_aval *aval;       /* borrowed from the program */
+} oly_own;
 
 typedef struct oly_exe {
     oly_program *prog;          /* borrowed: the exe is owned by the program */
     uint32_t n_vars;
+    uint32_t n_slots;           /* n_vars + n_lit: size of a run's value tables */
     int n_step;
     oly_step *step;             /* owned */
     oly_loc *loc;               /* owned, n_vars */
@@ -57,10 +71,20 @@ typedef struct oly_exe {
     oly_out_src *out_src;       /* owned, n_out */
     bool *in_needs_array;       /* owned, n_in: a callback consumes input i */
     int n_own;                  /* vars with OLY_LOC_OWN */
+    int n_own_all;              /* n_own + inputs with in_needs_array */
+    oly_own *own;               /* owned, n_own_all: OWN vars first, then input copies */
+    int n_out_loc;              /* vars with OLY_LOC_OUT */
+    uint32_t *out_loc_var;      /* owned, n_out_loc */
+    bool pool;                  /* small enough to keep a spare run state */
+    _Atomic(void *) spare;      /* owned: a run state for the next run (run.c), or NULL */
     size_t scratch_bytes;       /* peak of the buffer plan */
     size_t sum_intermediate_bytes; /* what the plan would need without reuse */
     int max_in, max_out;        /* largest arity of any step */
     int *refs;                  /* owned: storage behind the steps' int arrays */
+    size_t n_refs;              /* entries in refs */
+    int n_patch;                /* entries in patch */
+    int *patch;                 /* owned: positions in refs naming an input or an
+                                 * OLY_LOC_OUT var (their pointers change per run) */
     oly_aval *avals;            /* owned: storage behind the steps' avals */
 } oly_exe;
 
@@ -74,6 +98,9 @@ struct oly_run {
 /* The executable of p, compiling and caching it on first use. Borrowed: it
  * lives as long as p. Fails (UNSUPPORTED) when a row has no kernel. */
 oly_status oly__exec_get(oly_program *p, const oly_exe **out);
+
+/* Frees exe's spare run state (run.c); compile.c's oly__exec_free calls it. */
+void oly__exec_drop_spare(oly_exe *exe);
 
 /* Runs exe. in_arrays (may be NULL) are the inputs as arrays, used where a
  * callback consumes an input; without them such inputs are copied. */

@@ -9,24 +9,112 @@ static _Thread_local int thread_depth;
 
 int oly__run_device(const oly_run *run) { return run ? run->device : 0; }
 
-/* Per-run tables in one allocation. */
-typedef struct run_tables {
-    void **val;                 /* n_vars: where each var's bytes are */
-    oly_array **arr;            /* n_vars: the var as an array, where it is one */
-    bool *owned;                /* n_vars: arr[v] is a reference this run holds */
-    const void **in_ptr;        /* max_in */
-    void **out_ptr;             /* max_out */
-    oly_array **in_arr;         /* max_in */
-} run_tables;
+/* The state of one run: value tables, every step's kernel context with its
+ * pointer tables, scratch, and the arrays the run holds (OWN vars and input
+ * copies), in one allocation plus the scratch block. A run takes the
+ * executable's spare state (atomic exchange) and puts it back when done, so a
+ * steady stream of runs allocates nothing and resolves almost nothing: the
+ * contexts already point at the scratch, constants, literals and held arrays,
+ * and only the references to inputs and in-place outputs (exe->patch) are
+ * refreshed. A held array is reused only when nobody else kept it (its
+ * refcount, and its buffer's, back to 1); one a host function kept is dropped
+ * and replaced by a fresh one at the next run. Nested or concurrent runs of
+ * one executable find no spare and use a state of their own. */
+typedef struct run_state {
+    oly_run run;                /* this run; every ctx[i].run points here */
+    oly_kernel_ctx *ctx;        /* n_step */
+    void **val;                 /* n_slots: where each var's (or literal's) bytes are */
+    oly_array **arr;            /* n_slots: the value as an array, where it is one */
+    void **ptr;                 /* n_refs: exe->refs resolved through val */
+    oly_array **parr;           /* n_refs: exe->refs resolved through arr */
+    oly_array **own;            /* n_own_all: owned references, NULL until allocated */
+    unsigned char *scratch;     /* owned (aligned_alloc); NULL when no scratch */
+    int n_missing;              /* entries of own[0, n_own) that are NULL */
+    int device;                 /* the device stamped on the held arrays */
+    bool resolved;              /* ptr and parr are valid for every stable slot */
+} run_state;
 
-static const void *ref_data(const oly_exe *exe, const run_tables *t, int ref)
+static void state_free(run_state *rs, int n_own_all)
 {
-    return ref >= 0 ? t->val[ref] : oly_array_data(exe->lit[-ref - 1]);
+    if (!rs) return;
+    for (int i = 0; i < n_own_all; i++) oly_array_release(rs->own[i]);
+    free(rs->scratch);
+    free(rs);
 }
 
-static oly_array *ref_array(const oly_exe *exe, const run_tables *t, int ref)
+void oly__exec_drop_spare(oly_exe *exe)
 {
-    return ref >= 0 ? t->arr[ref] : exe->lit[-ref - 1];
+    run_state *rs = atomic_exchange_explicit(&exe->spare, NULL, memory_order_acquire);
+    state_free(rs, exe->n_own_all);
+}
+
+/* A new state with the run-independent slots filled (scratch vars, constants,
+ * literals) and every step's context set up. NULL on out of memory. */
+static run_state *state_new(const oly_exe *exe)
+{
+    const oly_program *p = exe->prog;
+    size_t ns = exe->n_slots, nr = exe->n_refs, no = (size_t)exe->n_own_all;
+    size_t bytes = sizeof(run_state) + (size_t)exe->n_step * sizeof(oly_kernel_ctx) +
+                   ns * (sizeof(void *) + sizeof(oly_array *)) +
+                   nr * (sizeof(void *) + sizeof(oly_array *)) + no * sizeof(oly_array *);
+    run_state *rs = oly__calloc(1, bytes);
+    if (!rs) return NULL;
+    rs->ctx = (oly_kernel_ctx *)(rs + 1);
+    rs->val = (void **)(rs->ctx + exe->n_step);
+    rs->arr = (oly_array **)(rs->val + ns);
+    rs->ptr = (void **)(rs->arr + ns);
+    rs->parr = (oly_array **)(rs->ptr + nr);
+    rs->own = (oly_array **)(rs->parr + nr);
+    rs->n_missing = exe->n_own;
+    if (exe->scratch_bytes > 0) {
+        rs->scratch = aligned_alloc(OLY_EXEC_ALIGN, exe->scratch_bytes);
+        if (!rs->scratch) {
+            free(rs);
+            oly__error(OLY_ERR_NOMEM, "out of memory allocating %zu bytes of scratch",
+                       exe->scratch_bytes);
+            return NULL;
+        }
+    }
+    for (int i = 0; i < p->n_const; i++) {
+        uint32_t v = p->constvar[i]->id;
+        rs->arr[v] = p->constval[i];
+        rs->val[v] = (void *)oly_array_data(p->constval[i]);
+    }
+    for (int k = 0; k < exe->n_lit; k++) {
+        rs->arr[exe->n_vars + (uint32_t)k] = exe->lit[k];
+        rs->val[exe->n_vars + (uint32_t)k] = (void *)oly_array_data(exe->lit[k]);
+    }
+    for (int i = 0; i < exe->n_step; i++) {
+        const oly_step *s = &exe->step[i];
+        const oly_eqn *e = s->eqn;
+        size_t in_pos = (size_t)(s->in_ref - exe->refs), out_pos = (size_t)(s->out_var - exe->refs);
+        for (int j = 0; j < e->n_out; j++) {
+            uint32_t v = e->out[j]->id;
+            if (exe->loc[v].kind == OLY_LOC_SCRATCH) rs->val[v] = rs->scratch + exe->loc[v].off;
+        }
+        rs->ctx[i] = (oly_kernel_ctx){
+            .eqn = e,
+            .params = e->params,
+            .n_in = s->n_in,
+            .in = (const void *const *)(rs->ptr + in_pos),
+            .in_aval = s->in_aval,
+            .n_out = s->n_out,
+            .out = rs->ptr + out_pos,
+            .out_aval = s->out_aval,
+            .ith = 0,
+            .nth = 1,
+            .run = &rs->run,
+            .in_array = e->prim->wants_arrays ? rs->parr + in_pos : NULL,
+        };
+    }
+    return rs;
+}
+
+/* True when the run's reference is the only one left to a and its buffer. */
+static bool sole_owner(oly_array *a)
+{
+    return atomic_load_explicit(&a->refcount, memory_order_acquire) == 1 &&
+           atomic_load_explicit(&a->buf->refcount, memory_order_acquire) == 1;
 }
 
 oly_status oly__exec_run(oly_run *parent, const oly_exe *exe, int device, const void *const *in,
@@ -39,107 +127,78 @@ oly_status oly__exec_run(oly_run *parent, const oly_exe *exe, int device, const 
                           "program nesting deeper than %d levels (runaway recursion through "
                           "nested programs or host functions?)",
                           OLY_EXEC_MAX_DEPTH);
-    oly_run run = {parent, device, thread_depth + 1};
+    /* The spare slot is the only field a run writes; the exe is otherwise
+     * immutable after compile. */
+    oly_exe *mut = (oly_exe *)exe;
+    run_state *rs = exe->pool ? atomic_exchange_explicit(&mut->spare, NULL, memory_order_acquire)
+                              : NULL;
+    if (!rs && !(rs = state_new(exe))) return OLY_ERR_NOMEM;
+    rs->run = (oly_run){parent, device, thread_depth + 1};
+    void **val = rs->val;
+    oly_array **arr = rs->arr;
 
-    uint32_t nv = exe->n_vars;
-    size_t mi = (size_t)exe->max_in, mo = (size_t)exe->max_out;
-    size_t bytes = nv * (sizeof(void *) + sizeof(oly_array *) + sizeof(bool)) +
-                   mi * (sizeof(void *) + sizeof(oly_array *)) + mo * sizeof(void *);
-    /* Pointers first, bools last, so every table is aligned. */
-    unsigned char *mem = oly__calloc(1, bytes);
-    if (!mem) return OLY_ERR_NOMEM;
-    run_tables t;
-    t.val = (void **)mem;
-    t.arr = (oly_array **)(t.val + nv);
-    t.in_ptr = (const void **)(t.arr + nv);
-    t.in_arr = (oly_array **)(t.in_ptr + mi);
-    t.out_ptr = (void **)(t.in_arr + mi);
-    t.owned = (bool *)(t.out_ptr + mo);
-
-    unsigned char *scratch = NULL;
-    if (exe->scratch_bytes > 0) {
-        scratch = aligned_alloc(OLY_EXEC_ALIGN, exe->scratch_bytes);
-        if (!scratch) {
-            free(mem);
-            return oly__error(OLY_ERR_NOMEM, "out of memory allocating %zu bytes of scratch",
-                              exe->scratch_bytes);
-        }
-    }
-
-    /* Resolve every var's location for this run. */
+    /* Per-run slots: inputs, outputs written in place, and the held arrays. */
     for (int i = 0; i < p->n_in; i++) {
         uint32_t v = p->in[i]->id;
-        if (in_arrays) {
-            t.arr[v] = in_arrays[i];
-            t.val[v] = (void *)oly_array_data(in_arrays[i]);
-        } else if (exe->in_needs_array[i]) {
-            /* A host function may keep this value: give it an array of its own. */
-            if ((st = oly_array_from_data(&p->in[i]->aval, in[i], &t.arr[v])) != OLY_OK)
-                goto done;
-            t.owned[v] = true;
-            t.arr[v]->device = device;
-            t.val[v] = (void *)oly_array_data(t.arr[v]);
-        } else {
-            t.val[v] = (void *)in[i];
+        arr[v] = in_arrays ? in_arrays[i] : NULL;
+        val[v] = in_arrays ? (void *)oly_array_data(in_arrays[i]) : (void *)in[i];
+    }
+    for (int i = 0; i < exe->n_out_loc; i++) {
+        uint32_t v = exe->out_loc_var[i];
+        val[v] = out[exe->loc[v].idx];
+    }
+    /* Held arrays: allocate the missing ones (first run, or kept by a host
+     * function last time) and stamp the device; with all of them in place on
+     * the same device, nothing to do. Input copies are filled every run. */
+    int first = rs->n_missing > 0 || rs->device != device ? 0 : exe->n_own;
+    int last = in_arrays ? exe->n_own : exe->n_own_all;
+    for (int i = first; i < last; i++) {
+        const oly_own *o = &exe->own[i];
+        oly_array *a = rs->own[i];
+        if (!a) {
+            if ((st = oly_array_new(o->aval, &a)) != OLY_OK) goto done;
+            rs->own[i] = a;
+            if (i < exe->n_own) rs->n_missing--;
+            arr[o->var] = a;
+            val[o->var] = a->buf->data;
+            rs->resolved = false;
+        }
+        a->device = device;
+        if (o->in_idx >= 0) {
+            /* A host function may keep this input: it gets a copy of its own. */
+            size_t nb = oly_aval_nbytes(o->aval);
+            if (nb) memcpy(a->buf->data, in[o->in_idx], nb);
+            arr[o->var] = a;
+            val[o->var] = a->buf->data;
+            rs->resolved = false; /* the input slot was just overwritten */
         }
     }
-    for (int i = 0; i < p->n_const; i++) {
-        uint32_t v = p->constvar[i]->id;
-        t.arr[v] = p->constval[i];
-        t.val[v] = (void *)oly_array_data(p->constval[i]);
-    }
-    for (int i = 0; i < p->n_eqn; i++) {
-        const oly_eqn *e = &p->eqn[i];
-        for (int j = 0; j < e->n_out; j++) {
-            uint32_t v = e->out[j]->id;
-            const oly_loc *l = &exe->loc[v];
-            switch (l->kind) {
-            case OLY_LOC_SCRATCH: t.val[v] = scratch + l->off; break;
-            case OLY_LOC_OUT: t.val[v] = out[l->idx]; break;
-            case OLY_LOC_OWN:
-                if ((st = oly_array_new(&e->out[j]->aval, &t.arr[v])) != OLY_OK) goto done;
-                t.owned[v] = true;
-                t.arr[v]->device = device;
-                t.val[v] = oly_array_mutable_data(t.arr[v]);
-                break;
-            default:
-                st = oly__error(OLY_ERR_INTERNAL, "exec: output var %u has location %d", v,
-                                (int)l->kind);
-                goto done;
-            }
+    rs->device = device;
+    const int *refs = exe->refs;
+    if (rs->resolved) {
+        for (int i = 0; i < exe->n_patch; i++) {
+            int pos = exe->patch[i];
+            rs->ptr[pos] = val[refs[pos]];
+            rs->parr[pos] = arr[refs[pos]];
         }
+    } else {
+        for (size_t pos = 0; pos < exe->n_refs; pos++) {
+            rs->ptr[pos] = val[refs[pos]];
+            rs->parr[pos] = arr[refs[pos]];
+        }
+        rs->resolved = true;
     }
 
     thread_depth++;
     for (int i = 0; i < exe->n_step; i++) {
         const oly_step *s = &exe->step[i];
-        const oly_eqn *e = s->eqn;
-        bool arrays = e->prim->wants_arrays;
-        for (int j = 0; j < s->n_in; j++) {
-            t.in_ptr[j] = ref_data(exe, &t, s->in_ref[j]);
-            if (arrays) t.in_arr[j] = ref_array(exe, &t, s->in_ref[j]);
-        }
-        for (int j = 0; j < s->n_out; j++) t.out_ptr[j] = t.val[s->out_var[j]];
-        oly_kernel_ctx ctx = {
-            .eqn = e,
-            .params = e->params,
-            .n_in = s->n_in,
-            .in = t.in_ptr,
-            .in_aval = s->in_aval,
-            .n_out = s->n_out,
-            .out = t.out_ptr,
-            .out_aval = s->out_aval,
-            .ith = 0,
-            .nth = 1,
-            .run = &run,
-            .in_array = arrays ? t.in_arr : NULL,
-        };
-        st = s->kernel(&ctx);
+        st = s->kernel(&rs->ctx[i]);
         if (st != OLY_OK) {
+            const oly_eqn *e = s->eqn;
             if ((unsigned)st >= OLY_STATUS_COUNT) st = OLY_ERR_CALLBACK;
             /* Host function failures keep their message (and payload) intact;
              * nested programs have named their failing primitive already. */
-            if (st != OLY_ERR_CALLBACK && !arrays && e->n_sub == 0)
+            if (st != OLY_ERR_CALLBACK && !e->prim->wants_arrays && e->n_sub == 0)
                 oly__error_prefix(st, "%s", e->prim->name);
             break;
         }
@@ -151,16 +210,24 @@ oly_status oly__exec_run(oly_run *parent, const oly_exe *exe, int device, const 
      * arguments are copied into their buffers. */
     for (int k = 0; k < p->n_out; k++) {
         const oly_out_src *o = &exe->out_src[k];
-        if (o->direct) continue;
-        oly_aval a = oly__atom_aval(&p->out[k]);
-        memcpy(out[k], ref_data(exe, &t, o->ref), oly_aval_nbytes(&a));
+        if (!o->direct && o->nbytes) memcpy(out[k], val[o->ref], o->nbytes);
     }
 
 done:
-    for (uint32_t v = 0; v < nv; v++)
-        if (t.owned[v]) oly_array_release(t.arr[v]);
-    free(scratch);
-    free(mem);
+    /* Keep the held arrays nobody else references; drop the others. */
+    for (int i = 0; i < exe->n_own_all; i++) {
+        oly_array *a = rs->own[i];
+        if (a && !(exe->pool && sole_owner(a))) {
+            oly_array_release(a);
+            rs->own[i] = NULL;
+            if (i < exe->n_own) rs->n_missing++;
+        }
+    }
+    void *expected = NULL;
+    if (!exe->pool || !atomic_compare_exchange_strong_explicit(&mut->spare, &expected, rs,
+                                                               memory_order_release,
+                                                               memory_order_relaxed))
+        state_free(rs, exe->n_own_all);
     return st;
 }
 

@@ -4,8 +4,19 @@
  * oly_callback_frame and calls the host function. Their inputs arrive as
  * arrays (wants_arrays) whose contents never change, so a host function may
  * keep them. A failure returns the host function's status with its message
- * and payload untouched. */
-#include "internal.h"
+ * and payload untouched.
+ *
+ * Transformation rules (spec/CALLBACK_SEMANTICS.md §1.2-1.4):
+ *   vmap   pure_callback per vmap_method: one call (expand_dims,
+ *          broadcast_all, legacy_vectorized) or N calls in index order
+ *          (sequential: a scan over the batch; sequential_unrolled: N
+ *          equations), none an error; io_callback N calls as a scan
+ *          (ordered: an error); debug_callback N equations (unrolled).
+ *          Nested vmap applies the rule per level, so the inner vmap's loop is
+ *          outermost in call order.
+ *   jvp    pure/io: errors naming custom_jvp; debug: called on primals only.
+ *   transpose  pure/io: errors; debug: nothing (no cotangents, no call). */
+#include "trans/trans.h"
 
 static const char *const vmap_names[] = {
     "none", "sequential", "sequential_unrolled", "expand_dims", "broadcast_all",
@@ -102,6 +113,271 @@ static oly_status callback_kernel(const oly_kernel_ctx *ctx)
     return (unsigned)st < OLY_STATUS_COUNT ? st : OLY_ERR_CALLBACK;
 }
 
+/* ---------------------------------------------------------------- vmap */
+
+/* x (batched at axis 0, shape (N, *s)) at index i, with shape s. */
+static oly_status take(oly_builder *b, oly_atom x, int64_t i, oly_atom *out)
+{
+    oly_aval a = oly__atom_aval(&x);
+    oly_params_slice sp = {.start_indices = {.n = a.rank}, .limit_indices = {.n = a.rank}};
+    for (int d = 0; d < a.rank; d++) sp.limit_indices.v[d] = a.dims[d];
+    sp.start_indices.v[0] = i;
+    sp.limit_indices.v[0] = i + 1;
+    oly_atom sl;
+    OLY_TRY(oly__emit(b, &oly__prim_slice, &x, 1, &sp, NULL, 0, &sl));
+    oly_ints shape = oly__ints(a.rank - 1, a.dims + 1);
+    return oly__emit_reshape(b, sl, &shape, out);
+}
+
+/* x with a new leading axis of size 1. */
+static oly_status lead1(oly_builder *b, oly_atom x, oly_atom *out)
+{
+    oly_aval a = oly__atom_aval(&x);
+    if (a.rank >= OLY_MAX_RANK)
+        return oly__error(OLY_ERR_SHAPE, "vmap: rank %d + a batch axis exceeds %d", a.rank,
+                          OLY_MAX_RANK);
+    oly_ints shape = {.n = a.rank + 1};
+    shape.v[0] = 1;
+    for (int d = 0; d < a.rank; d++) shape.v[d + 1] = a.dims[d];
+    return oly__emit_reshape(b, x, &shape, out);
+}
+
+/* N copies of the equation in index order: call i gets element i of every
+ * batched operand and every unbatched operand whole; results stacked on axis 0. */
+static oly_status batch_unrolled(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                                 const int *in_bdim, oly_atom *out, int *out_bdim)
+{
+    int n = eqn->n_in, m = eqn->n_out;
+    int64_t N = ctx->size;
+    if (N > (1 << 20))
+        return oly__error(OLY_ERR_UNSUPPORTED, "%s: vmap of size %lld is too large to unroll",
+                          eqn->prim->name, (long long)N);
+    for (int j = 0; j < m; j++)
+        if (eqn->out[j]->aval.rank >= OLY_MAX_RANK)
+            return oly__error(OLY_ERR_SHAPE, "%s: result %d: rank %d + a batch axis exceeds %d",
+                              eqn->prim->name, j, eqn->out[j]->aval.rank, OLY_MAX_RANK);
+    oly_atom *moved = oly__calloc((size_t)n + 1, sizeof *moved);
+    oly_atom *args = oly__calloc((size_t)n + 1, sizeof *args);
+    oly_atom *res = oly__calloc((size_t)m + 1, sizeof *res);
+    oly_atom *pieces = oly__calloc((size_t)m * (size_t)N + 1, sizeof *pieces);
+    oly_status st = moved && args && res && pieces ? OLY_OK : OLY_ERR_NOMEM;
+    for (int k = 0; k < n && st == OLY_OK; k++) {
+        moved[k] = in[k];
+        if (in_bdim[k] != OLY_NOT_MAPPED)
+            st = oly__batch_move(ctx, in[k], in_bdim[k], 0, &moved[k]);
+    }
+    for (int64_t i = 0; i < N && st == OLY_OK; i++) {
+        for (int k = 0; k < n && st == OLY_OK; k++) {
+            args[k] = moved[k];
+            if (in_bdim[k] != OLY_NOT_MAPPED) st = take(ctx->b, moved[k], i, &args[k]);
+        }
+        if (st == OLY_OK) st = oly__emit_eqn(ctx->b, eqn, args, res);
+        for (int j = 0; j < m && st == OLY_OK; j++)
+            st = lead1(ctx->b, res[j], &pieces[(size_t)j * (size_t)N + (size_t)i]);
+    }
+    for (int j = 0; j < m && st == OLY_OK; j++) {
+        out_bdim[j] = 0;
+        if (N == 0) {
+            oly_aval a = eqn->out[j]->aval;
+            memmove(a.dims + 1, a.dims, (size_t)a.rank * sizeof a.dims[0]);
+            a.dims[0] = 0;
+            a.rank++;
+            st = oly__emit_full(ctx->b, &a, 0.0, &out[j]);
+        } else if (N == 1) {
+            out[j] = pieces[(size_t)j * (size_t)N];
+        } else {
+            oly_params_concatenate cp = {.dimension = 0};
+            st = oly__emit(ctx->b, &oly__prim_concatenate, &pieces[(size_t)j * (size_t)N], (int)N,
+                           &cp, NULL, 0, &out[j]);
+        }
+    }
+    free(moved);
+    free(args);
+    free(res);
+    free(pieces);
+    return st;
+}
+
+/* The same N calls as a scan over the batch (lax.map): the body is one call
+ * of the equation on (unbatched operands as consts, batched ones sliced as
+ * xs); its results are the scan's ys, stacked on axis 0. The program stays
+ * one equation whatever N is. */
+static oly_status batch_scan(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                             const int *in_bdim, oly_atom *out, int *out_bdim)
+{
+    int n = eqn->n_in, m = eqn->n_out;
+    oly_builder *b = NULL;
+    oly_program *body = NULL;
+    oly_atom *body_in = oly__calloc((size_t)n + 1, sizeof *body_in);
+    oly_atom *body_out = oly__calloc((size_t)m + 1, sizeof *body_out);
+    oly_atom *scan_in = oly__calloc((size_t)n + 1, sizeof *scan_in);
+    oly_status st = body_in && body_out && scan_in ? oly_builder_new(&b) : OLY_ERR_NOMEM;
+    int n_consts = 0, k = 0;
+    /* body inputs: consts (unbatched vars) first, then the x slices */
+    for (int pass = 0; pass < 2 && st == OLY_OK; pass++) {
+        for (int i = 0; i < n && st == OLY_OK; i++) {
+            bool mapped = in_bdim[i] != OLY_NOT_MAPPED;
+            if (mapped != (pass == 1)) continue;
+            if (!mapped && in[i].kind == OLY_ATOM_LIT) {
+                body_in[i] = in[i]; /* literals stay literals inside the body */
+                continue;
+            }
+            oly_aval orig = oly__atom_aval(&in[i]), a = orig;
+            oly_atom x = in[i];
+            if (mapped) {
+                st = oly__batch_move(ctx, in[i], in_bdim[i], 0, &x);
+                a.rank = orig.rank - 1;
+                for (int d = 0, e = 0; d < orig.rank; d++)
+                    if (d != in_bdim[i]) a.dims[e++] = orig.dims[d];
+            }
+            oly_var *v = NULL;
+            if (st == OLY_OK) st = oly_builder_add_input(b, &a, &v);
+            if (st != OLY_OK) break;
+            body_in[i] = oly_atom_var(v);
+            scan_in[k++] = x;
+            n_consts += !mapped;
+        }
+    }
+    if (st == OLY_OK) st = oly__emit_eqn(b, eqn, body_in, body_out);
+    if (st == OLY_OK) st = oly_builder_finish(b, body_out, m, &body);
+    if (st == OLY_OK) {
+        oly_params_scan sp = {.length = ctx->size, .num_consts = n_consts, .num_carry = 0,
+                              .n_out = m, .reverse = false};
+        st = oly__emit(ctx->b, &oly__prim_scan, scan_in, k, &sp, &body, 1, out);
+    }
+    for (int j = 0; j < m && st == OLY_OK; j++) out_bdim[j] = 0;
+    oly_builder_free(b);
+    oly_program_release(body);
+    free(body_in);
+    free(body_out);
+    free(scan_in);
+    return st;
+}
+
+/* One call on batched operands (vmap_method expand_dims, broadcast_all,
+ * legacy_vectorized); the callback returns the batched results (N, *shape). */
+static oly_status batch_vectorized(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                                   const int *in_bdim, oly_atom *out, int *out_bdim)
+{
+    const oly_params_callback *pc = eqn->params;
+    int n = eqn->n_in, m = eqn->n_out;
+    oly_atom *args = oly__calloc((size_t)n + 1, sizeof *args);
+    oly_aval *results = oly__calloc((size_t)m + 1, sizeof *results);
+    oly_status st = args && results ? OLY_OK : OLY_ERR_NOMEM;
+    for (int k = 0; k < n && st == OLY_OK; k++) {
+        bool mapped = in_bdim[k] != OLY_NOT_MAPPED;
+        args[k] = in[k];
+        if (mapped || pc->vmap_method == OLY_VMAP_BROADCAST_ALL)
+            st = oly__batch_move(ctx, in[k], in_bdim[k], 0, &args[k]);
+        else if (pc->vmap_method == OLY_VMAP_EXPAND_DIMS)
+            st = lead1(ctx->b, in[k], &args[k]);
+    }
+    for (int j = 0; j < m && st == OLY_OK; j++) {
+        oly_aval a = eqn->out[j]->aval;
+        if (a.rank >= OLY_MAX_RANK) {
+            st = oly__error(OLY_ERR_SHAPE, "%s: result %d: rank %d + a batch axis exceeds %d",
+                            eqn->prim->name, j, a.rank, OLY_MAX_RANK);
+            break;
+        }
+        memmove(a.dims + 1, a.dims, (size_t)a.rank * sizeof a.dims[0]);
+        a.dims[0] = ctx->size;
+        a.rank++;
+        results[j] = a;
+    }
+    if (st == OLY_OK) {
+        oly_params_callback np = *pc;
+        np.result_avals = results;
+        np.n_results = m;
+        st = oly__emit(ctx->b, eqn->prim, args, n, &np, NULL, 0, out);
+    }
+    for (int j = 0; j < m && st == OLY_OK; j++) out_bdim[j] = 0;
+    free(args);
+    free(results);
+    return st;
+}
+
+static oly_status pure_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                             const int *in_bdim, oly_atom *out, int *out_bdim)
+{
+    const oly_params_callback *pc = eqn->params;
+    switch (pc->vmap_method) {
+    case OLY_VMAP_SEQUENTIAL:
+        return batch_scan(ctx, eqn, in, in_bdim, out, out_bdim);
+    case OLY_VMAP_SEQUENTIAL_UNROLLED:
+        return batch_unrolled(ctx, eqn, in, in_bdim, out, out_bdim);
+    case OLY_VMAP_EXPAND_DIMS:
+    case OLY_VMAP_BROADCAST_ALL:
+    case OLY_VMAP_LEGACY_VECTORIZED:
+        return batch_vectorized(ctx, eqn, in, in_bdim, out, out_bdim);
+    default:
+        return oly__error(OLY_ERR_UNSUPPORTED,
+                          "vmap is only supported for the %s primitive when vmap_method is one "
+                          "of 'sequential', 'sequential_unrolled', 'expand_dims', "
+                          "'broadcast_all', or 'legacy_vectorized'. Got vmap_method=None.",
+                          eqn->prim->name);
+    }
+}
+
+static oly_status io_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                           const int *in_bdim, oly_atom *out, int *out_bdim)
+{
+    const oly_params_callback *pc = eqn->params;
+    if (pc->ordered) return oly__error(OLY_ERR_INVALID, "Cannot `vmap` ordered IO callback.");
+    return batch_scan(ctx, eqn, in, in_bdim, out, out_bdim);
+}
+
+/* ---------------------------------------------------------------- jvp, transpose */
+
+static oly_status pure_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
+                           const oly_atom *tangent, const bool *tan_nz, oly_atom *primal_out,
+                           oly_atom *tangent_out, bool *out_nz)
+{
+    return oly__error(OLY_ERR_INVALID, "Pure callbacks do not support JVP. Please use "
+                                       "`olympus.custom_jvp` to use callbacks while taking "
+                                       "gradients.");
+}
+
+static oly_status pure_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                                 const bool *linear, const oly_atom *ct, const bool *ct_nz,
+                                 oly_atom *ct_in, bool *ct_in_nz)
+{
+    return oly__error(OLY_ERR_INVALID, "Pure callbacks do not support transpose. Please use "
+                                       "`olympus.custom_vjp` to use callbacks while taking "
+                                       "gradients.");
+}
+
+static oly_status io_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
+                         const oly_atom *tangent, const bool *tan_nz, oly_atom *primal_out,
+                         oly_atom *tangent_out, bool *out_nz)
+{
+    return oly__error(OLY_ERR_INVALID, "IO callbacks do not support JVP.");
+}
+
+static oly_status io_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                               const bool *linear, const oly_atom *ct, const bool *ct_nz,
+                               oly_atom *ct_in, bool *ct_in_nz)
+{
+    return oly__error(OLY_ERR_INVALID, "IO callbacks do not support transpose.");
+}
+
+/* The callback sees primal values only; it has no outputs, hence no tangents. */
+static oly_status debug_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
+                            const oly_atom *tangent, const bool *tan_nz, oly_atom *primal_out,
+                            oly_atom *tangent_out, bool *out_nz)
+{
+    oly_atom none[1];
+    return oly__emit_eqn(ctx->b, eqn, primal, none);
+}
+
+/* No cotangents and no call. */
+static oly_status debug_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                                  const bool *linear, const oly_atom *ct, const bool *ct_nz,
+                                  oly_atom *ct_in, bool *ct_in_nz)
+{
+    for (int i = 0; i < eqn->n_in; i++) ct_in_nz[i] = false;
+    return OLY_OK;
+}
+
 const oly_prim oly__prim_pure_callback = {
     .name = "pure_callback",
     .n_in = -1,
@@ -112,6 +388,9 @@ const oly_prim oly__prim_pure_callback = {
     .shape = callback_shape,
     .kernel = callback_kernel,
     .wants_arrays = true,
+    .batch = pure_batch,
+    .jvp = pure_jvp,
+    .transpose = pure_transpose,
 };
 
 const oly_prim oly__prim_io_callback = {
@@ -125,6 +404,9 @@ const oly_prim oly__prim_io_callback = {
     .kernel = callback_kernel,
     .effects = io_effects,
     .wants_arrays = true,
+    .batch = io_batch,
+    .jvp = io_jvp,
+    .transpose = io_transpose,
 };
 
 const oly_prim oly__prim_debug_callback = {
@@ -138,4 +420,7 @@ const oly_prim oly__prim_debug_callback = {
     .kernel = callback_kernel,
     .effects = debug_effects,
     .wants_arrays = true,
+    .batch = batch_unrolled,
+    .jvp = debug_jvp,
+    .transpose = debug_transpose,
 };

@@ -9,6 +9,7 @@
  * follow XLA. Binary operands have one dtype and one shape, or one of them is
  * rank 0 and broadcasts. */
 #include "internal.h"
+#include "trans/trans.h"
 
 #include <complex.h>
 #include <math.h>
@@ -107,6 +108,797 @@ static void half_binary(const void *av, const void *bv, void *ov, int64_t n, int
         }
     }
 }
+
+/* ---------------------------------------------------------------- transformation rules
+ *
+ * batch: one rule for every row (elementwise_batch). jvp: one rule per
+ * mathematical operation, emitting the derivative with primitives; wherever the
+ * tangent computation is linear in the tangents it uses only mul/div by primal
+ * values, neg, add, sub, convert, real/imag/conj and select_n with a primal
+ * predicate, so linearize + transpose works. transpose: the linear rows (neg,
+ * add, sub, mul, div, convert_element_type, real, imag, conj, select_n).
+ * Complex transposes follow JAX: they are adjoints for <a, b> = Re sum(a * b). */
+
+typedef oly_status (*elem_jvp_fn)(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
+                                  const oly_atom *tangent, const bool *tan_nz,
+                                  oly_atom *primal_out, oly_atom *tangent_out, bool *out_nz);
+
+static oly_aval aval_of(oly_atom a) { return oly__atom_aval(&a); }
+
+/* A rank-0 literal with like's dtype and weakness holding re + i*im. */
+static oly_atom lit_like(oly_atom like, double re, double im)
+{
+    oly_aval a = aval_of(like);
+    oly_scalar s;
+    memset(&s, 0, sizeof s);
+    s.dtype = a.dtype;
+    s.weak = a.weak;
+    if (oly_dtype_is_complex(a.dtype)) {
+        s.v.c[0] = re;
+        s.v.c[1] = im;
+    } else if (oly_dtype_is_float(a.dtype)) {
+        s.v.f = re;
+    } else if (oly_dtype_is_unsigned_int(a.dtype)) {
+        s.v.u = re <= 0 ? 0 : (uint64_t)re;
+    } else {
+        s.v.i = (int64_t)re;
+    }
+    return oly_atom_lit(s);
+}
+
+/* Shorthands inside rules, where `b` is the builder. */
+#define E_UN(prim, x, o) OLY_TRY(oly__emit_un(b, &oly__prim_##prim, (x), (o)))
+#define E_BIN(prim, x, y, o) OLY_TRY(oly__emit_bin(b, &oly__prim_##prim, (x), (y), (o)))
+
+/* batch: mapped operands get their batch axis at 0; unmapped rank-0 operands
+ * stay scalars (the rows broadcast them), except select_n's cases, which must
+ * all have the output's shape; other unmapped operands are broadcast. An
+ * operand that was rank 0 against a shaped output is broadcast along the
+ * output's dims once batched. The output is batched along axis 0. */
+static oly_status elementwise_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                                    const int *in_bdim, oly_atom *out, int *out_bdim)
+{
+    bool is_select = eqn->prim == &oly__prim_select_n;
+    const oly_aval *oa = &eqn->out[0]->aval;
+    if (oa->rank >= OLY_MAX_RANK)
+        return oly__error(OLY_ERR_UNSUPPORTED, "%s: cannot batch a rank-%d value (max rank %d)",
+                          eqn->prim->name, oa->rank, OLY_MAX_RANK);
+    oly_atom small[8];
+    oly_atom *moved = small;
+    if (eqn->n_in > OLY_ARRAY_LEN(small)) {
+        moved = oly__calloc((size_t)eqn->n_in, sizeof *moved);
+        if (!moved) return OLY_ERR_NOMEM;
+    }
+    oly_status s = OLY_OK;
+    for (int i = 0; i < eqn->n_in && s == OLY_OK; i++) {
+        oly_aval orig = oly__atom_aval(&eqn->in[i]);
+        if (in_bdim[i] == OLY_NOT_MAPPED && orig.rank == 0 && (!is_select || i == 0)) {
+            moved[i] = in[i];
+            continue;
+        }
+        s = oly__batch_move(ctx, in[i], in_bdim[i], 0, &moved[i]);
+        if (s == OLY_OK && orig.rank < oa->rank) {
+            oly_ints shape = oly__ints(0, NULL), dims = oly__ints(0, NULL);
+            shape.n = oa->rank + 1;
+            shape.v[0] = ctx->size;
+            for (int d = 0; d < oa->rank; d++) shape.v[d + 1] = oa->dims[d];
+            dims.n = 1;
+            dims.v[0] = 0;
+            s = oly__emit_broadcast_in_dim(ctx->b, moved[i], &shape, &dims, &moved[i]);
+        }
+    }
+    if (s == OLY_OK) s = oly__emit_eqn(ctx->b, eqn, moved, out);
+    if (s == OLY_OK) out_bdim[0] = 0;
+    if (moved != small) free(moved);
+    return s;
+}
+
+/* ------------------------------------------------ jvp helpers */
+
+/* *acc += term; *have says whether *acc holds anything yet. */
+static oly_status accumulate(oly_builder *b, oly_atom *acc, bool *have, oly_atom term)
+{
+    if (!*have) {
+        *acc = term;
+        *have = true;
+        return OLY_OK;
+    }
+    return oly__emit_bin(b, &oly__prim_add, *acc, term, acc);
+}
+
+/* t broadcast to the output's shape when it is a rank-0 tangent of a rank-0
+ * operand of a shaped output. */
+static oly_status fit_out(oly_builder *b, oly_atom t, const oly_atom *primal_out, oly_atom *out)
+{
+    oly_aval oa = aval_of(*primal_out), ta = aval_of(t);
+    if (ta.rank == oa.rank) {
+        *out = t;
+        return OLY_OK;
+    }
+    return oly__emit_broadcast_to(b, t, &oa, out);
+}
+
+/* x with its zeros replaced by ones: x + (x == 0). */
+static oly_status replace_zero(oly_builder *b, oly_atom x, oly_atom *out)
+{
+    oly_atom z, zc;
+    E_BIN(eq, x, lit_like(x, 0, 0), &z);
+    OLY_TRY(oly__emit_convert(b, z, aval_of(x).dtype, &zc));
+    return oly__emit_bin(b, &oly__prim_add, x, zc, out);
+}
+
+/* Zero tangent (piecewise-constant, integer-valued or boolean operations). */
+static oly_status zero_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
+                           const oly_atom *tangent, const bool *tan_nz, oly_atom *primal_out,
+                           oly_atom *tangent_out, bool *out_nz)
+{
+    (void)tangent;
+    (void)tan_nz;
+    (void)tangent_out;
+    OLY_TRY(oly__emit_eqn(ctx->b, eqn, primal, primal_out));
+    out_nz[0] = false;
+    return OLY_OK;
+}
+
+/* Linear rows (neg, real, imag, conj): the tangent goes through the row itself. */
+static oly_status linear_unary_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
+                                   const oly_atom *tangent, const bool *tan_nz,
+                                   oly_atom *primal_out, oly_atom *tangent_out, bool *out_nz)
+{
+    OLY_TRY(oly__emit_eqn(ctx->b, eqn, primal, primal_out));
+    out_nz[0] = tan_nz[0];
+    if (tan_nz[0]) OLY_TRY(oly__emit_eqn(ctx->b, eqn, tangent, tangent_out));
+    return OLY_OK;
+}
+
+/* Unary ops with tangent t * d(x, y) (MUL) or t / d(x, y) (DIV), y the primal output. */
+typedef oly_status (*deriv_fn)(oly_builder *b, oly_atom x, oly_atom y, oly_atom *d);
+static oly_status unary_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
+                            const oly_atom *tangent, const bool *tan_nz, oly_atom *primal_out,
+                            oly_atom *tangent_out, bool *out_nz, deriv_fn f, bool divide)
+{
+    oly_builder *b = ctx->b;
+    OLY_TRY(oly__emit_eqn(b, eqn, primal, primal_out));
+    out_nz[0] = tan_nz[0];
+    if (!tan_nz[0]) return OLY_OK;
+    oly_atom d;
+    OLY_TRY(f(b, primal[0], primal_out[0], &d));
+    return oly__emit_bin(b, divide ? &oly__prim_div : &oly__prim_mul, tangent[0], d,
+                         tangent_out);
+}
+#define UNARY_JVP(op, DIVIDE)                                                             \
+    static oly_status op##_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal, \
+                               const oly_atom *tangent, const bool *tan_nz,               \
+                               oly_atom *primal_out, oly_atom *tangent_out, bool *out_nz) \
+    {                                                                                     \
+        return unary_jvp(ctx, eqn, primal, tangent, tan_nz, primal_out, tangent_out, out_nz, \
+                         op##_deriv, DIVIDE);                                             \
+    }
+#define DERIV(op) static oly_status op##_deriv(oly_builder *b, oly_atom x, oly_atom y, oly_atom *d)
+
+DERIV(exp) { (void)b; (void)x; *d = y; return OLY_OK; }
+DERIV(exp2) { (void)x; return oly__emit_bin(b, &oly__prim_mul, y, lit_like(y, M_LN2, 0), d); }
+DERIV(log) { (void)b; (void)y; *d = x; return OLY_OK; }
+DERIV(log1p) { (void)y; return oly__emit_bin(b, &oly__prim_add, x, lit_like(x, 1, 0), d); }
+DERIV(expm1) { (void)x; return oly__emit_bin(b, &oly__prim_add, y, lit_like(y, 1, 0), d); }
+DERIV(sin) { (void)y; return oly__emit_un(b, &oly__prim_cos, x, d); }
+DERIV(cos)
+{
+    (void)y;
+    oly_atom s;
+    E_UN(sin, x, &s);
+    return oly__emit_un(b, &oly__prim_neg, s, d);
+}
+DERIV(tan) /* 1 + y^2 */
+{
+    (void)x;
+    oly_atom y2;
+    E_BIN(mul, y, y, &y2);
+    return oly__emit_bin(b, &oly__prim_add, y2, lit_like(y, 1, 0), d);
+}
+DERIV(asin) /* rsqrt(1 - x^2) */
+{
+    (void)y;
+    oly_atom x2, u;
+    E_BIN(mul, x, x, &x2);
+    E_BIN(sub, lit_like(x, 1, 0), x2, &u);
+    return oly__emit_un(b, &oly__prim_rsqrt, u, d);
+}
+DERIV(acos)
+{
+    oly_atom r;
+    OLY_TRY(asin_deriv(b, x, y, &r));
+    return oly__emit_un(b, &oly__prim_neg, r, d);
+}
+DERIV(atan) /* divide by 1 + x^2 */
+{
+    (void)y;
+    oly_atom x2;
+    E_BIN(mul, x, x, &x2);
+    return oly__emit_bin(b, &oly__prim_add, x2, lit_like(x, 1, 0), d);
+}
+DERIV(sinh) { (void)y; return oly__emit_un(b, &oly__prim_cosh, x, d); }
+DERIV(cosh) { (void)y; return oly__emit_un(b, &oly__prim_sinh, x, d); }
+DERIV(tanh) /* 1 - y^2 */
+{
+    (void)x;
+    oly_atom y2;
+    E_BIN(mul, y, y, &y2);
+    return oly__emit_bin(b, &oly__prim_sub, lit_like(y, 1, 0), y2, d);
+}
+DERIV(asinh) /* rsqrt(x^2 + 1) */
+{
+    (void)y;
+    oly_atom x2, u;
+    E_BIN(mul, x, x, &x2);
+    E_BIN(add, x2, lit_like(x, 1, 0), &u);
+    return oly__emit_un(b, &oly__prim_rsqrt, u, d);
+}
+DERIV(acosh) /* rsqrt(x - 1) * rsqrt(x + 1): the principal branch for complex x too */
+{
+    (void)y;
+    oly_atom xm, xp, rm, rp;
+    E_BIN(sub, x, lit_like(x, 1, 0), &xm);
+    E_BIN(add, x, lit_like(x, 1, 0), &xp);
+    E_UN(rsqrt, xm, &rm);
+    E_UN(rsqrt, xp, &rp);
+    return oly__emit_bin(b, &oly__prim_mul, rm, rp, d);
+}
+DERIV(atanh) /* divide by 1 - x^2 */
+{
+    (void)y;
+    oly_atom x2;
+    E_BIN(mul, x, x, &x2);
+    return oly__emit_bin(b, &oly__prim_sub, lit_like(x, 1, 0), x2, d);
+}
+DERIV(logistic) /* y (1 - y) */
+{
+    (void)x;
+    oly_atom u;
+    E_BIN(sub, lit_like(y, 1, 0), y, &u);
+    return oly__emit_bin(b, &oly__prim_mul, y, u, d);
+}
+DERIV(sqrt) { (void)x; return oly__emit_bin(b, &oly__prim_mul, y, lit_like(y, 2, 0), d); } /* divide */
+DERIV(rsqrt) /* -y / (2x) */
+{
+    oly_atom h;
+    E_BIN(mul, y, lit_like(y, -0.5, 0), &h);
+    return oly__emit_bin(b, &oly__prim_div, h, x, d);
+}
+DERIV(cbrt) /* y^-2 / 3 */
+{
+    (void)x;
+    oly_params_integer_pow p = {.y = -2};
+    oly_atom y2;
+    OLY_TRY(oly__emit(b, &oly__prim_integer_pow, &y, 1, &p, NULL, 0, &y2));
+    return oly__emit_bin(b, &oly__prim_mul, y2, lit_like(y, 1.0 / 3.0, 0), d);
+}
+DERIV(square) { (void)y; return oly__emit_bin(b, &oly__prim_mul, x, lit_like(x, 2, 0), d); }
+
+UNARY_JVP(exp, false)
+UNARY_JVP(exp2, false)
+UNARY_JVP(log, true)
+UNARY_JVP(log1p, true)
+UNARY_JVP(expm1, false)
+UNARY_JVP(sin, false)
+UNARY_JVP(cos, false)
+UNARY_JVP(tan, false)
+UNARY_JVP(asin, false)
+UNARY_JVP(acos, false)
+UNARY_JVP(atan, true)
+UNARY_JVP(sinh, false)
+UNARY_JVP(cosh, false)
+UNARY_JVP(tanh, false)
+UNARY_JVP(asinh, false)
+UNARY_JVP(acosh, false)
+UNARY_JVP(atanh, true)
+UNARY_JVP(logistic, false)
+UNARY_JVP(sqrt, true)
+UNARY_JVP(rsqrt, false)
+UNARY_JVP(cbrt, false)
+UNARY_JVP(square, false)
+
+#define neg_jvp linear_unary_jvp
+#define real_jvp linear_unary_jvp
+#define imag_jvp linear_unary_jvp
+#define conj_jvp linear_unary_jvp
+#define sign_jvp zero_jvp
+#define floor_jvp zero_jvp
+#define ceil_jvp zero_jvp
+#define round_jvp zero_jvp
+#define is_finite_jvp zero_jvp
+#define not_jvp zero_jvp
+#define nextafter_jvp zero_jvp
+#define and_jvp zero_jvp
+#define or_jvp zero_jvp
+#define xor_jvp zero_jvp
+#define shift_left_jvp zero_jvp
+#define shift_right_logical_jvp zero_jvp
+#define shift_right_arithmetic_jvp zero_jvp
+#define eq_jvp zero_jvp
+#define ne_jvp zero_jvp
+#define lt_jvp zero_jvp
+#define le_jvp zero_jvp
+#define gt_jvp zero_jvp
+#define ge_jvp zero_jvp
+
+/* abs: real x like JAX, select(x >= 0, t, -t) (so t at 0); complex x:
+ * Re(t * conj(x) / |x|) with |x| = 0 replaced by 1. */
+static oly_status abs_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
+                          const oly_atom *tangent, const bool *tan_nz, oly_atom *primal_out,
+                          oly_atom *tangent_out, bool *out_nz)
+{
+    oly_builder *b = ctx->b;
+    oly_atom x = primal[0], t = tangent[0];
+    OLY_TRY(oly__emit_eqn(b, eqn, primal, primal_out));
+    out_nz[0] = tan_nz[0];
+    if (!tan_nz[0]) return OLY_OK;
+    oly_dtype dt = aval_of(x).dtype;
+    if (!oly_dtype_is_complex(dt)) {
+        oly_atom pos, nt;
+        E_BIN(ge, x, lit_like(x, 0, 0), &pos);
+        E_UN(neg, t, &nt);
+        return oly__emit_select(b, pos, nt, t, tangent_out);
+    }
+    oly_atom a1, ac, cx, w, tw;
+    OLY_TRY(replace_zero(b, primal_out[0], &a1));
+    OLY_TRY(oly__emit_convert(b, a1, dt, &ac));
+    E_UN(conj, x, &cx);
+    E_BIN(div, cx, ac, &w);
+    E_BIN(mul, t, w, &tw);
+    return oly__emit_un(b, &oly__prim_real, tw, tangent_out);
+}
+
+/* integer_pow: t * n * x^(n-1); n == 0 gives a zero tangent. */
+static oly_status integer_pow_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
+                                  const oly_atom *tangent, const bool *tan_nz,
+                                  oly_atom *primal_out, oly_atom *tangent_out, bool *out_nz)
+{
+    oly_builder *b = ctx->b;
+    const oly_params_integer_pow *p = eqn->params;
+    int64_t n = p ? p->y : 1;
+    OLY_TRY(oly__emit_eqn(b, eqn, primal, primal_out));
+    out_nz[0] = tan_nz[0] && n != 0;
+    if (!out_nz[0]) return OLY_OK;
+    if (n == 1) {
+        *tangent_out = tangent[0];
+        return OLY_OK;
+    }
+    oly_atom x = primal[0], xn1 = x, d;
+    if (n - 1 != 1) {
+        oly_params_integer_pow q = {.y = n - 1};
+        OLY_TRY(oly__emit(b, &oly__prim_integer_pow, &x, 1, &q, NULL, 0, &xn1));
+    }
+    E_BIN(mul, xn1, lit_like(x, (double)n, 0), &d);
+    return oly__emit_bin(b, &oly__prim_mul, tangent[0], d, tangent_out);
+}
+
+/* convert_element_type: the tangent converted too, between inexact dtypes
+ * (complex -> real keeps the real part, as the primal does); to an integer or
+ * bool dtype the tangent is zero. */
+static oly_status convert_element_type_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn,
+                                           const oly_atom *primal, const oly_atom *tangent,
+                                           const bool *tan_nz, oly_atom *primal_out,
+                                           oly_atom *tangent_out, bool *out_nz)
+{
+    OLY_TRY(oly__emit_eqn(ctx->b, eqn, primal, primal_out));
+    oly_dtype from = aval_of(primal[0]).dtype, to = aval_of(primal_out[0]).dtype;
+    out_nz[0] = tan_nz[0] && oly_dtype_is_inexact(from) && oly_dtype_is_inexact(to);
+    if (out_nz[0]) OLY_TRY(oly__emit_eqn(ctx->b, eqn, tangent, tangent_out));
+    return OLY_OK;
+}
+
+/* A binary op's tangent as t_x * jx + t_y * jy (either side optional); the
+ * partial derivatives come from jac(which, ...) in the primal. */
+typedef oly_status (*partial_fn)(oly_builder *b, int which, oly_atom x, oly_atom y, oly_atom out,
+                                 oly_atom *d);
+static oly_status binary_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
+                             const oly_atom *tangent, const bool *tan_nz, oly_atom *primal_out,
+                             oly_atom *tangent_out, bool *out_nz, partial_fn partial)
+{
+    oly_builder *b = ctx->b;
+    OLY_TRY(oly__emit_eqn(b, eqn, primal, primal_out));
+    oly_atom acc = {0};
+    bool have = false;
+    for (int i = 0; i < 2; i++) {
+        if (!tan_nz[i]) continue;
+        oly_atom d, term;
+        OLY_TRY(partial(b, i, primal[0], primal[1], primal_out[0], &d));
+        E_BIN(mul, tangent[i], d, &term);
+        OLY_TRY(accumulate(b, &acc, &have, term));
+    }
+    out_nz[0] = have;
+    if (have) OLY_TRY(fit_out(b, acc, primal_out, tangent_out));
+    return OLY_OK;
+}
+#define BINARY_JVP(op)                                                                    \
+    static oly_status op##_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal, \
+                               const oly_atom *tangent, const bool *tan_nz,               \
+                               oly_atom *primal_out, oly_atom *tangent_out, bool *out_nz) \
+    {                                                                                     \
+        return binary_jvp(ctx, eqn, primal, tangent, tan_nz, primal_out, tangent_out, out_nz, \
+                          op##_partial);                                                  \
+    }
+#define PARTIAL(op)                                                                       \
+    static oly_status op##_partial(oly_builder *b, int which, oly_atom x, oly_atom y,     \
+                                   oly_atom out, oly_atom *d)
+
+/* pow: d/dx = y x^(y-1) (0 where y == 0, like JAX); d/dy = log(x) x^y with
+ * x == 0 giving 0. */
+PARTIAL(pow)
+{
+    if (which == 0) {
+        oly_atom ym1, p, j, y0, zeros;
+        E_BIN(sub, y, lit_like(y, 1, 0), &ym1);
+        E_BIN(pow, x, ym1, &p);
+        E_BIN(mul, y, p, &j);
+        E_BIN(eq, y, lit_like(y, 0, 0), &y0);
+        oly_aval ja = aval_of(j);
+        OLY_TRY(oly__emit_full(b, &ja, 0, &zeros));
+        return oly__emit_select(b, y0, j, zeros, d);
+    }
+    oly_atom x1, l;
+    OLY_TRY(replace_zero(b, x, &x1));
+    E_UN(log, x1, &l);
+    return oly__emit_bin(b, &oly__prim_mul, l, out, d);
+}
+
+/* max/min like JAX: the operand equal to the result gets weight 1, halved
+ * when the other equals it too (ties split the tangent evenly). */
+static oly_status maxmin_partial(oly_builder *b, int which, oly_atom x, oly_atom y, oly_atom out,
+                                 oly_atom *d)
+{
+    oly_atom me = which == 0 ? x : y, other = which == 0 ? y : x;
+    oly_dtype dt = aval_of(out).dtype;
+    oly_atom e1, e2, n, m, den;
+    E_BIN(eq, me, out, &e1);
+    E_BIN(eq, other, out, &e2);
+    OLY_TRY(oly__emit_convert(b, e1, dt, &n));
+    OLY_TRY(oly__emit_convert(b, e2, dt, &m));
+    E_BIN(add, m, lit_like(out, 1, 0), &den);
+    return oly__emit_bin(b, &oly__prim_div, n, den, d);
+}
+#define max_partial maxmin_partial
+#define min_partial maxmin_partial
+
+/* atan2(x, y): (y, -x) / (x^2 + y^2). */
+PARTIAL(atan2)
+{
+    (void)out;
+    oly_atom x2, y2, den, q;
+    E_BIN(mul, x, x, &x2);
+    E_BIN(mul, y, y, &y2);
+    E_BIN(add, x2, y2, &den);
+    E_BIN(div, which == 0 ? y : x, den, &q);
+    if (which == 0) {
+        *d = q;
+        return OLY_OK;
+    }
+    return oly__emit_un(b, &oly__prim_neg, q, d);
+}
+
+/* rem(x, y) = x - y trunc(x / y): (1, -trunc(x / y)). */
+PARTIAL(rem)
+{
+    (void)out;
+    if (which == 0) {
+        *d = lit_like(x, 1, 0);
+        return OLY_OK;
+    }
+    oly_atom q, sg, aq, fl, tr;
+    E_BIN(div, x, y, &q);
+    E_UN(sign, q, &sg);
+    E_UN(abs, q, &aq);
+    E_UN(floor, aq, &fl);
+    E_BIN(mul, sg, fl, &tr);
+    return oly__emit_un(b, &oly__prim_neg, tr, d);
+}
+
+BINARY_JVP(pow)
+BINARY_JVP(max)
+BINARY_JVP(min)
+BINARY_JVP(atan2)
+BINARY_JVP(rem)
+
+/* add / sub: t_x ± t_y, a lone rank-0 tangent broadcast to the output. */
+static oly_status addsub_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
+                             const oly_atom *tangent, const bool *tan_nz, oly_atom *primal_out,
+                             oly_atom *tangent_out, bool *out_nz, bool subtract)
+{
+    oly_builder *b = ctx->b;
+    OLY_TRY(oly__emit_eqn(b, eqn, primal, primal_out));
+    out_nz[0] = tan_nz[0] || tan_nz[1];
+    if (!out_nz[0]) return OLY_OK;
+    oly_atom t;
+    if (tan_nz[0] && tan_nz[1]) {
+        return oly__emit_bin(b, subtract ? &oly__prim_sub : &oly__prim_add, tangent[0],
+                             tangent[1], tangent_out);
+    } else if (tan_nz[0]) {
+        t = tangent[0];
+    } else if (subtract) {
+        E_UN(neg, tangent[1], &t);
+    } else {
+        t = tangent[1];
+    }
+    return fit_out(b, t, primal_out, tangent_out);
+}
+static oly_status add_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
+                          const oly_atom *tangent, const bool *tan_nz, oly_atom *primal_out,
+                          oly_atom *tangent_out, bool *out_nz)
+{
+    return addsub_jvp(ctx, eqn, primal, tangent, tan_nz, primal_out, tangent_out, out_nz, false);
+}
+static oly_status sub_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
+                          const oly_atom *tangent, const bool *tan_nz, oly_atom *primal_out,
+                          oly_atom *tangent_out, bool *out_nz)
+{
+    return addsub_jvp(ctx, eqn, primal, tangent, tan_nz, primal_out, tangent_out, out_nz, true);
+}
+
+/* mul: t_x y + x t_y. */
+static oly_status mul_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
+                          const oly_atom *tangent, const bool *tan_nz, oly_atom *primal_out,
+                          oly_atom *tangent_out, bool *out_nz)
+{
+    oly_builder *b = ctx->b;
+    OLY_TRY(oly__emit_eqn(b, eqn, primal, primal_out));
+    oly_atom acc = {0};
+    bool have = false;
+    for (int i = 0; i < 2; i++) {
+        if (!tan_nz[i]) continue;
+        oly_atom term;
+        E_BIN(mul, tangent[i], primal[1 - i], &term);
+        OLY_TRY(accumulate(b, &acc, &have, term));
+    }
+    out_nz[0] = have;
+    if (have) *tangent_out = acc;
+    return OLY_OK;
+}
+
+/* div: (t_x - out t_y) / y. */
+static oly_status div_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
+                          const oly_atom *tangent, const bool *tan_nz, oly_atom *primal_out,
+                          oly_atom *tangent_out, bool *out_nz)
+{
+    oly_builder *b = ctx->b;
+    OLY_TRY(oly__emit_eqn(b, eqn, primal, primal_out));
+    out_nz[0] = tan_nz[0] || tan_nz[1];
+    if (!out_nz[0]) return OLY_OK;
+    oly_atom num = tangent[0];
+    if (tan_nz[1]) {
+        oly_atom oty;
+        E_BIN(mul, tangent[1], primal_out[0], &oty);
+        if (tan_nz[0])
+            E_BIN(sub, tangent[0], oty, &num);
+        else
+            E_UN(neg, oty, &num);
+    }
+    return oly__emit_bin(b, &oly__prim_div, num, primal[1], tangent_out);
+}
+
+/* select_n: the cases' tangents selected by the same predicate (zero cases
+ * materialised). */
+static oly_status select_n_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
+                               const oly_atom *tangent, const bool *tan_nz, oly_atom *primal_out,
+                               oly_atom *tangent_out, bool *out_nz)
+{
+    oly_builder *b = ctx->b;
+    OLY_TRY(oly__emit_eqn(b, eqn, primal, primal_out));
+    bool any = false;
+    for (int i = 1; i < eqn->n_in; i++) any = any || tan_nz[i];
+    out_nz[0] = any;
+    if (!any) return OLY_OK;
+    oly_atom *args = oly__calloc((size_t)eqn->n_in, sizeof *args);
+    if (!args) return OLY_ERR_NOMEM;
+    oly_aval oa = aval_of(primal_out[0]);
+    oly_atom zeros = {0};
+    bool have_zeros = false;
+    oly_status s = OLY_OK;
+    args[0] = primal[0];
+    for (int i = 1; i < eqn->n_in && s == OLY_OK; i++) {
+        if (tan_nz[i]) {
+            args[i] = tangent[i];
+            continue;
+        }
+        if (!have_zeros) s = oly__emit_full(b, &oa, 0, &zeros);
+        have_zeros = true;
+        args[i] = zeros;
+    }
+    if (s == OLY_OK) s = oly__emit(b, &oly__prim_select_n, args, eqn->n_in, NULL, NULL, 0, tangent_out);
+    free(args);
+    return s;
+}
+
+/* ------------------------------------------------ transpose */
+
+/* A cotangent of the output for an operand of aval want: summed over every
+ * axis when the operand was a rank-0 value broadcast against a shaped one. */
+static oly_status unbroadcast(oly_builder *b, oly_atom ct, const oly_aval *want, oly_atom *out)
+{
+    oly_aval a = aval_of(ct);
+    if (a.rank == want->rank) {
+        *out = ct;
+        return OLY_OK;
+    }
+    oly_ints axes = oly__ints_range(a.rank);
+    return oly__emit_reduce_sum(b, ct, &axes, out);
+}
+
+/* The transposes' shared start: a symbolic-zero cotangent gives symbolic
+ * zeros for every linear input. Returns true when nothing is left to do. */
+static bool zero_ct(const oly_eqn *eqn, const bool *ct_nz, bool *ct_in_nz)
+{
+    for (int i = 0; i < eqn->n_in; i++) ct_in_nz[i] = false;
+    return !ct_nz[0];
+}
+
+static oly_status neg_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                                const bool *linear, const oly_atom *ct, const bool *ct_nz,
+                                oly_atom *ct_in, bool *ct_in_nz)
+{
+    (void)in;
+    if (zero_ct(eqn, ct_nz, ct_in_nz) || !linear[0]) return OLY_OK;
+    OLY_TRY(oly__emit_un(ctx->b, &oly__prim_neg, ct[0], &ct_in[0]));
+    ct_in_nz[0] = true;
+    return OLY_OK;
+}
+
+static oly_status addsub_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn, const bool *linear,
+                                   const oly_atom *ct, const bool *ct_nz, oly_atom *ct_in,
+                                   bool *ct_in_nz, bool subtract)
+{
+    oly_builder *b = ctx->b;
+    if (zero_ct(eqn, ct_nz, ct_in_nz)) return OLY_OK;
+    for (int i = 0; i < 2; i++) {
+        if (!linear[i]) continue;
+        oly_aval want = oly__atom_aval(&eqn->in[i]);
+        OLY_TRY(unbroadcast(b, ct[0], &want, &ct_in[i]));
+        if (subtract && i == 1) E_UN(neg, ct_in[i], &ct_in[i]);
+        ct_in_nz[i] = true;
+    }
+    return OLY_OK;
+}
+static oly_status add_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                                const bool *linear, const oly_atom *ct, const bool *ct_nz,
+                                oly_atom *ct_in, bool *ct_in_nz)
+{
+    (void)in;
+    return addsub_transpose(ctx, eqn, linear, ct, ct_nz, ct_in, ct_in_nz, false);
+}
+static oly_status sub_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                                const bool *linear, const oly_atom *ct, const bool *ct_nz,
+                                oly_atom *ct_in, bool *ct_in_nz)
+{
+    (void)in;
+    return addsub_transpose(ctx, eqn, linear, ct, ct_nz, ct_in, ct_in_nz, true);
+}
+
+/* mul (linear in one operand) and div (linear in the dividend): ct * other or
+ * ct / y. */
+static oly_status muldiv_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                                   const bool *linear, const oly_atom *ct, const bool *ct_nz,
+                                   oly_atom *ct_in, bool *ct_in_nz, bool divide)
+{
+    oly_builder *b = ctx->b;
+    if (linear[0] && linear[1])
+        return oly__error(OLY_ERR_INVALID, "%s: transpose needs one operand to be a constant, "
+                          "but both are linear", eqn->prim->name);
+    if (divide && linear[1])
+        return oly__error(OLY_ERR_INVALID, "div: transpose is linear in the dividend only, but "
+                          "the divisor is linear");
+    if (zero_ct(eqn, ct_nz, ct_in_nz)) return OLY_OK;
+    int i = linear[0] ? 0 : 1;
+    if (!linear[i]) return OLY_OK;
+    oly_atom prod;
+    OLY_TRY(oly__emit_bin(b, divide ? &oly__prim_div : &oly__prim_mul, ct[0], in[1 - i], &prod));
+    oly_aval want = oly__atom_aval(&eqn->in[i]);
+    OLY_TRY(unbroadcast(b, prod, &want, &ct_in[i]));
+    ct_in_nz[i] = true;
+    return OLY_OK;
+}
+static oly_status mul_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                                const bool *linear, const oly_atom *ct, const bool *ct_nz,
+                                oly_atom *ct_in, bool *ct_in_nz)
+{
+    return muldiv_transpose(ctx, eqn, in, linear, ct, ct_nz, ct_in, ct_in_nz, false);
+}
+static oly_status div_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                                const bool *linear, const oly_atom *ct, const bool *ct_nz,
+                                oly_atom *ct_in, bool *ct_in_nz)
+{
+    return muldiv_transpose(ctx, eqn, in, linear, ct, ct_nz, ct_in, ct_in_nz, true);
+}
+
+/* convert_element_type: the cotangent converted back (complex -> real keeps
+ * the real part, the adjoint of real -> complex). */
+static oly_status convert_element_type_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn,
+                                                 const oly_atom *in, const bool *linear,
+                                                 const oly_atom *ct, const bool *ct_nz,
+                                                 oly_atom *ct_in, bool *ct_in_nz)
+{
+    (void)in;
+    if (zero_ct(eqn, ct_nz, ct_in_nz) || !linear[0]) return OLY_OK;
+    oly_aval want = oly__atom_aval(&eqn->in[0]);
+    if (aval_of(ct[0]).dtype == want.dtype) {
+        ct_in[0] = ct[0];
+    } else {
+        oly_params_convert p = {.new_dtype = want.dtype, .weak = want.weak};
+        OLY_TRY(oly__emit(ctx->b, &oly__prim_convert_element_type, ct, 1, &p, NULL, 0,
+                          &ct_in[0]));
+    }
+    ct_in_nz[0] = true;
+    return OLY_OK;
+}
+
+/* real: complex(ct, 0); imag: complex(0, -ct); both identity / zero on real
+ * operands. conj: conj. */
+static oly_status parts_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn, const bool *linear,
+                                  const oly_atom *ct, const bool *ct_nz, oly_atom *ct_in,
+                                  bool *ct_in_nz)
+{
+    oly_builder *b = ctx->b;
+    if (zero_ct(eqn, ct_nz, ct_in_nz) || !linear[0]) return OLY_OK;
+    oly_aval want = oly__atom_aval(&eqn->in[0]);
+    bool cplx = oly_dtype_is_complex(want.dtype);
+    if (eqn->prim == &oly__prim_conj) {
+        if (cplx)
+            E_UN(conj, ct[0], &ct_in[0]);
+        else
+            ct_in[0] = ct[0];
+    } else if (eqn->prim == &oly__prim_real) {
+        OLY_TRY(oly__emit_convert(b, ct[0], want.dtype, &ct_in[0]));
+    } else { /* imag */
+        if (!cplx) return OLY_OK; /* imag of a real value is constant zero */
+        oly_atom c;
+        OLY_TRY(oly__emit_convert(b, ct[0], want.dtype, &c));
+        E_BIN(mul, c, lit_like(c, 0, -1), &ct_in[0]);
+    }
+    ct_in_nz[0] = true;
+    return OLY_OK;
+}
+static oly_status real_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                                 const bool *linear, const oly_atom *ct, const bool *ct_nz,
+                                 oly_atom *ct_in, bool *ct_in_nz)
+{
+    (void)in;
+    return parts_transpose(ctx, eqn, linear, ct, ct_nz, ct_in, ct_in_nz);
+}
+#define imag_transpose real_transpose
+#define conj_transpose real_transpose
+
+/* select_n: linear in the cases (the predicate is a residual): case i gets the
+ * cotangent where the predicate picks it and zeros elsewhere. */
+static oly_status select_n_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn,
+                                     const oly_atom *in, const bool *linear, const oly_atom *ct,
+                                     const bool *ct_nz, oly_atom *ct_in, bool *ct_in_nz)
+{
+    oly_builder *b = ctx->b;
+    if (linear[0])
+        return oly__error(OLY_ERR_INVALID,
+                          "select_n: transpose needs a constant predicate, but it is linear");
+    if (zero_ct(eqn, ct_nz, ct_in_nz)) return OLY_OK;
+    oly_atom *args = oly__calloc((size_t)eqn->n_in, sizeof *args);
+    if (!args) return OLY_ERR_NOMEM;
+    oly_aval oa = eqn->out[0]->aval;
+    oly_atom zeros = {0};
+    bool have_zeros = false;
+    oly_status s = OLY_OK;
+    for (int i = 1; i < eqn->n_in && s == OLY_OK; i++) {
+        if (!linear[i]) continue;
+        if (!have_zeros) s = oly__emit_full(b, &oa, 0, &zeros);
+        have_zeros = true;
+        args[0] = in[0];
+        for (int k = 1; k < eqn->n_in; k++) args[k] = k == i ? ct[0] : zeros;
+        if (s == OLY_OK)
+            s = oly__emit(b, &oly__prim_select_n, args, eqn->n_in, NULL, NULL, 0, &ct_in[i]);
+        if (s == OLY_OK) ct_in_nz[i] = true;
+    }
+    free(args);
+    return s;
+}
+
+#undef E_UN
+#undef E_BIN
 
 /* ---------------------------------------------------------------- loop generators */
 
@@ -280,15 +1072,17 @@ static oly_status unary_kernel(const unary_op *op, const oly_kernel_ctx *c)
 }
 
 /* One unary row: op##_op must be defined before. */
-#define UNARY_ROW(op, INPLACE)                                                            \
+#define UNARY_ROW(op, INPLACE, TRANSPOSE)                                                 \
     static oly_status op##_shape(const oly_shape_ctx *c, oly_aval *out)                   \
     {                                                                                     \
         return unary_shape(&op##_op, c, out);                                             \
     }                                                                                     \
     static oly_status op##_kernel(const oly_kernel_ctx *c) { return unary_kernel(&op##_op, c); } \
     const oly_prim oly__prim_##op = {.name = #op, .n_in = 1, .n_out = 1, .shape = op##_shape,   \
-                                     .kernel = op##_kernel, .inplace_ok = INPLACE};
-#define UNARY_ROW_P(op, INPLACE, PTYPE, FIELDS)                                           \
+                                     .kernel = op##_kernel, .inplace_ok = INPLACE,        \
+                                     .batch = elementwise_batch, .jvp = op##_jvp,         \
+                                     .transpose = TRANSPOSE};
+#define UNARY_ROW_P(op, INPLACE, PTYPE, FIELDS, TRANSPOSE)                                \
     static oly_status op##_shape(const oly_shape_ctx *c, oly_aval *out)                   \
     {                                                                                     \
         return unary_shape(&op##_op, c, out);                                             \
@@ -297,7 +1091,9 @@ static oly_status unary_kernel(const unary_op *op, const oly_kernel_ctx *c)
     const oly_prim oly__prim_##op = {.name = #op, .n_in = 1, .n_out = 1, .shape = op##_shape,   \
                                      .kernel = op##_kernel, .inplace_ok = INPLACE,        \
                                      .params_size = sizeof(PTYPE), .fields = FIELDS,      \
-                                     .n_fields = OLY_ARRAY_LEN(FIELDS)};
+                                     .n_fields = OLY_ARRAY_LEN(FIELDS),                   \
+                                     .batch = elementwise_batch, .jvp = op##_jvp,         \
+                                     .transpose = TRANSPOSE};
 
 #define ACC_FLOAT "a floating-point operand"
 #define ACC_INEXACT "a floating-point or complex operand"
@@ -310,11 +1106,11 @@ static oly_status unary_kernel(const unary_op *op, const oly_kernel_ctx *c)
     C_UNARY(op, EC, EZ)                                                                   \
     static const unary_op op##_op = {#op, ACC_INEXACT, OUT_SAME, NULL,                    \
                                      {E_FLOAT(op), E_CPLX(op)}};                          \
-    UNARY_ROW(op, true)
+    UNARY_ROW(op, true, NULL)
 #define FLOAT_ONLY(op, EF, ED)                                                            \
     F_UNARY(op, EF, ED)                                                                   \
     static const unary_op op##_op = {#op, ACC_FLOAT, OUT_SAME, NULL, {E_FLOAT(op)}};      \
-    UNARY_ROW(op, true)
+    UNARY_ROW(op, true, NULL)
 
 /* ---------------------------------------------------------------- unary: transcendental */
 
@@ -377,7 +1173,7 @@ static const oly_param_field round_fields[] = {
     {.name = "rounding_method", .kind = OLY_FIELD_ENUM,
      .offset = offsetof(oly_params_round, rounding_method), .enum_names = round_methods},
 };
-UNARY_ROW_P(round, true, oly_params_round, round_fields)
+UNARY_ROW_P(round, true, oly_params_round, round_fields, NULL)
 
 /* is_finite -> bool */
 U_LOOP(is_finite_f32, float, uint8_t, isfinite(x) != 0)
@@ -385,7 +1181,7 @@ U_LOOP(is_finite_f64, double, uint8_t, isfinite(x) != 0)
 HALF_U(is_finite, true)
 static const unary_op is_finite_op = {"is_finite", ACC_FLOAT, OUT_BOOL, NULL,
                                       {E_FLOAT(is_finite)}};
-UNARY_ROW(is_finite, false)
+UNARY_ROW(is_finite, false, NULL)
 
 /* ---------------------------------------------------------------- unary: arithmetic */
 
@@ -396,7 +1192,7 @@ F_UNARY(neg, -x, -x)
 C_UNARY(neg, -x, -x)
 static const unary_op neg_op = {"neg", ACC_NUM, OUT_SAME, NULL,
                                 {E_INT(neg), E_FLOAT(neg), E_CPLX(neg)}};
-UNARY_ROW(neg, true)
+UNARY_ROW(neg, true, neg_transpose)
 
 /* sign: -1/0/1; floats keep ±0 and NaN; complex x/|x|. */
 #define SIGN_S(s, T, UT, ST, WT, B) U_LOOP(sign_##s, T, T, (x > 0) - (x < 0))
@@ -407,7 +1203,7 @@ F_UNARY(sign, x > 0 ? 1.0f : x < 0 ? -1.0f : x, x > 0 ? 1.0 : x < 0 ? -1.0 : x)
 C_UNARY(sign, x == 0 ? x : x / cabsf(x), x == 0 ? x : x / cabs(x))
 static const unary_op sign_op = {"sign", ACC_NUM, OUT_SAME, NULL,
                                  {E_INT(sign), E_FLOAT(sign), E_CPLX(sign)}};
-UNARY_ROW(sign, true)
+UNARY_ROW(sign, true, NULL)
 
 /* abs: integers wrap (abs(INT_MIN) == INT_MIN); complex -> real. */
 #define ABS_S(s, T, UT, ST, WT, B) U_LOOP(abs_##s, T, T, x < 0 ? (T)(0u - (WT)x) : x)
@@ -419,7 +1215,7 @@ U_LOOP(abs_c64, c64, float, cabsf(x))
 U_LOOP(abs_c128, c128, double, cabs(x))
 static const unary_op abs_op = {"abs", ACC_NUM, OUT_REAL, NULL,
                                 {E_INT(abs), E_FLOAT(abs), E_CPLX(abs)}};
-UNARY_ROW(abs, false)
+UNARY_ROW(abs, false, NULL)
 
 /* square: integers wrap. */
 #define SQUARE_I(s, T, UT, ST, WT, B) U_LOOP(square_##s, T, T, (T)((WT)x * (WT)x))
@@ -428,14 +1224,14 @@ F_UNARY(square, x * x, x * x)
 C_UNARY(square, x * x, x * x)
 static const unary_op square_op = {"square", ACC_NUM, OUT_SAME, NULL,
                                    {E_INT(square), E_FLOAT(square), E_CPLX(square)}};
-UNARY_ROW(square, true)
+UNARY_ROW(square, true, NULL)
 
 /* not: logical for bool, bitwise for integers. */
 U_LOOP(not_bool, uint8_t, uint8_t, x == 0)
 #define NOT_I(s, T, UT, ST, WT, B) U_LOOP(not_##s, T, T, ~(WT)x)
 INTS(NOT_I)
 static const unary_op not_op = {"not", ACC_BITS, OUT_SAME, NULL, {E_BOOL(not), E_INT(not)}};
-UNARY_ROW(not, true)
+UNARY_ROW(not, true, NULL)
 
 /* real / imag / conj: complex parts; real dtypes: identity, zeros, identity. */
 U_LOOP(real_c64, c64, float, crealf(x))
@@ -450,13 +1246,13 @@ U_LOOP(conj_c128, c128, c128, conj(x))
     [OLY_FLOAT16] = f##2, [OLY_BFLOAT16] = f##2, [OLY_FLOAT32] = f##4, [OLY_FLOAT64] = f##8
 static const unary_op real_op = {"real", ACC_NUM, OUT_REAL, NULL,
                                  {REAL_DTYPES(copy), E_CPLX(real)}};
-UNARY_ROW(real, false)
+UNARY_ROW(real, false, real_transpose)
 static const unary_op imag_op = {"imag", ACC_NUM, OUT_REAL, NULL,
                                  {REAL_DTYPES(zero), E_CPLX(imag)}};
-UNARY_ROW(imag, false)
+UNARY_ROW(imag, false, imag_transpose)
 static const unary_op conj_op = {"conj", ACC_NUM, OUT_SAME, NULL,
                                  {REAL_DTYPES(copy), E_CPLX(conj)}};
-UNARY_ROW(conj, true)
+UNARY_ROW(conj, true, conj_transpose)
 
 /* integer_pow: x**y by repeated squaring in the dtype, over chunks so the
  * multiplies vectorise; negative y (inexact dtypes only) gives 1 / x**|y|. */
@@ -518,7 +1314,7 @@ static const unary_op integer_pow_op = {
 static const oly_param_field integer_pow_fields[] = {
     {.name = "y", .kind = OLY_FIELD_INT, .offset = offsetof(oly_params_integer_pow, y)},
 };
-UNARY_ROW_P(integer_pow, true, oly_params_integer_pow, integer_pow_fields)
+UNARY_ROW_P(integer_pow, true, oly_params_integer_pow, integer_pow_fields, NULL)
 
 /* ---------------------------------------------------------------- convert_element_type */
 
@@ -562,6 +1358,8 @@ const oly_prim oly__prim_convert_element_type = {
     .name = "convert_element_type", .n_in = 1, .n_out = 1,
     .params_size = sizeof(oly_params_convert), .fields = convert_fields,
     .n_fields = OLY_ARRAY_LEN(convert_fields), .shape = convert_shape, .kernel = convert_kernel,
+    .batch = elementwise_batch, .jvp = convert_element_type_jvp,
+    .transpose = convert_element_type_transpose,
 };
 
 /* ---------------------------------------------------------------- binary framework */
@@ -630,14 +1428,16 @@ static oly_status binary_kernel(const binary_op *op, const oly_kernel_ctx *c)
     return OLY_OK;
 }
 
-#define BINARY_ROW(op, INPLACE)                                                           \
+#define BINARY_ROW(op, INPLACE, TRANSPOSE)                                                \
     static oly_status op##_shape(const oly_shape_ctx *c, oly_aval *out)                   \
     {                                                                                     \
         return binary_shape(&op##_op, c, out);                                            \
     }                                                                                     \
     static oly_status op##_kernel(const oly_kernel_ctx *c) { return binary_kernel(&op##_op, c); } \
     const oly_prim oly__prim_##op = {.name = #op, .n_in = 2, .n_out = 1, .shape = op##_shape,   \
-                                     .kernel = op##_kernel, .inplace_ok = INPLACE};
+                                     .kernel = op##_kernel, .inplace_ok = INPLACE,        \
+                                     .batch = elementwise_batch, .jvp = op##_jvp,         \
+                                     .transpose = TRANSPOSE};
 
 #define ACC2_NUM "numeric (integer, floating-point or complex) operands"
 #define ACC2_REAL "integer or floating-point operands"
@@ -663,9 +1463,9 @@ C_BINARY(mul, x * y, x * y)
 static const binary_op add_op = {"add", ACC2_NUM, false, {E_INT(add), E_FLOAT(add), E_CPLX(add)}};
 static const binary_op sub_op = {"sub", ACC2_NUM, false, {E_INT(sub), E_FLOAT(sub), E_CPLX(sub)}};
 static const binary_op mul_op = {"mul", ACC2_NUM, false, {E_INT(mul), E_FLOAT(mul), E_CPLX(mul)}};
-BINARY_ROW(add, true)
-BINARY_ROW(sub, true)
-BINARY_ROW(mul, true)
+BINARY_ROW(add, true, add_transpose)
+BINARY_ROW(sub, true, sub_transpose)
+BINARY_ROW(mul, true, mul_transpose)
 
 /* div rounds toward zero; x/0 = -1 (signed) or all ones (unsigned); INT_MIN/-1 = INT_MIN.
  * rem has the dividend's sign; x%0 = x; INT_MIN%-1 = 0. */
@@ -687,8 +1487,8 @@ C_BINARY(div, x / y, x / y)
 F_BINARY(rem, fmodf(x, y), fmod(x, y))
 static const binary_op div_op = {"div", ACC2_NUM, false, {E_INT(div), E_FLOAT(div), E_CPLX(div)}};
 static const binary_op rem_op = {"rem", ACC2_REAL, false, {E_INT(rem), E_FLOAT(rem)}};
-BINARY_ROW(div, true)
-BINARY_ROW(rem, true)
+BINARY_ROW(div, true, div_transpose)
+BINARY_ROW(rem, true, NULL)
 
 /* pow: integers by squaring (wrapping); a negative exponent gives 1 for base 1,
  * ±1 for base -1, else 0. Complex: 0**0 = 1, 0**y = 0 for Re y > 0. */
@@ -732,7 +1532,7 @@ static inline c128 cpow128(c128 x, c128 y)
 F_BINARY(pow, powf(x, y), pow(x, y))
 C_BINARY(pow, cpow64(x, y), cpow128(x, y))
 static const binary_op pow_op = {"pow", ACC2_NUM, false, {E_INT(pow), E_FLOAT(pow), E_CPLX(pow)}};
-BINARY_ROW(pow, true)
+BINARY_ROW(pow, true, NULL)
 
 /* max/min: NaN propagates; bool acts as or/and. */
 #define MAXMIN_I(s, T, UT, ST, WT, B)                                                     \
@@ -747,13 +1547,13 @@ static const binary_op max_op = {"max", ACC2_ANY_REAL, false,
                                  {E_BOOL(max), E_INT(max), E_FLOAT(max)}};
 static const binary_op min_op = {"min", ACC2_ANY_REAL, false,
                                  {E_BOOL(min), E_INT(min), E_FLOAT(min)}};
-BINARY_ROW(max, true)
-BINARY_ROW(min, true)
+BINARY_ROW(max, true, NULL)
+BINARY_ROW(min, true, NULL)
 
 /* atan2, nextafter: floats. nextafter on 16-bit formats steps the bit pattern. */
 F_BINARY(atan2, atan2f(x, y), atan2(x, y))
 static const binary_op atan2_op = {"atan2", ACC2_FLOAT, false, {E_FLOAT(atan2)}};
-BINARY_ROW(atan2, true)
+BINARY_ROW(atan2, true, NULL)
 
 B_LOOP(nextafter_f32, float, float, nextafterf(x, y))
 B_LOOP(nextafter_f64, double, double, nextafter(x, y))
@@ -772,7 +1572,7 @@ static uint16_t half_nextafter(uint16_t x, uint16_t y, oly_dtype t)
 B_LOOP(nextafter_f16, uint16_t, uint16_t, half_nextafter(x, y, OLY_FLOAT16))
 B_LOOP(nextafter_bf16, uint16_t, uint16_t, half_nextafter(x, y, OLY_BFLOAT16))
 static const binary_op nextafter_op = {"nextafter", ACC2_FLOAT, false, {E_FLOAT(nextafter)}};
-BINARY_ROW(nextafter, true)
+BINARY_ROW(nextafter, true, NULL)
 
 /* ---------------------------------------------------------------- binary: bits */
 
@@ -787,9 +1587,9 @@ B_LOOP(xor_bool, uint8_t, uint8_t, (x != 0) != (y != 0))
 static const binary_op and_op = {"and", ACC2_BITS, false, {E_BOOL(and), E_INT(and)}};
 static const binary_op or_op = {"or", ACC2_BITS, false, {E_BOOL(or), E_INT(or)}};
 static const binary_op xor_op = {"xor", ACC2_BITS, false, {E_BOOL(xor), E_INT(xor)}};
-BINARY_ROW(and, true)
-BINARY_ROW(or, true)
-BINARY_ROW(xor, true)
+BINARY_ROW(and, true, NULL)
+BINARY_ROW(or, true, NULL)
+BINARY_ROW(xor, true, NULL)
 
 /* Shifts act on the bit pattern; a shift count outside [0, bits) gives 0, or
  * the sign fill for the arithmetic right shift. */
@@ -805,9 +1605,9 @@ static const binary_op shift_right_logical_op = {"shift_right_logical", ACC2_INT
                                                  {E_INT(shift_right_logical)}};
 static const binary_op shift_right_arithmetic_op = {"shift_right_arithmetic", ACC2_INT, false,
                                                     {E_INT(shift_right_arithmetic)}};
-BINARY_ROW(shift_left, true)
-BINARY_ROW(shift_right_logical, true)
-BINARY_ROW(shift_right_arithmetic, true)
+BINARY_ROW(shift_left, true, NULL)
+BINARY_ROW(shift_right_logical, true, NULL)
+BINARY_ROW(shift_right_arithmetic, true, NULL)
 
 /* ---------------------------------------------------------------- binary: comparisons */
 
@@ -842,12 +1642,12 @@ static const binary_op lt_op = {"lt", ACC2_ANY_REAL, true, {E_BOOL(lt), E_INT(lt
 static const binary_op le_op = {"le", ACC2_ANY_REAL, true, {E_BOOL(le), E_INT(le), E_FLOAT(le)}};
 static const binary_op gt_op = {"gt", ACC2_ANY_REAL, true, {E_BOOL(gt), E_INT(gt), E_FLOAT(gt)}};
 static const binary_op ge_op = {"ge", ACC2_ANY_REAL, true, {E_BOOL(ge), E_INT(ge), E_FLOAT(ge)}};
-BINARY_ROW(eq, false)
-BINARY_ROW(ne, false)
-BINARY_ROW(lt, false)
-BINARY_ROW(le, false)
-BINARY_ROW(gt, false)
-BINARY_ROW(ge, false)
+BINARY_ROW(eq, false, NULL)
+BINARY_ROW(ne, false, NULL)
+BINARY_ROW(lt, false, NULL)
+BINARY_ROW(le, false, NULL)
+BINARY_ROW(gt, false, NULL)
+BINARY_ROW(ge, false, NULL)
 
 /* ---------------------------------------------------------------- select_n */
 
@@ -961,4 +1761,5 @@ static oly_status select_n_kernel(const oly_kernel_ctx *c)
 
 const oly_prim oly__prim_select_n = {
     .name = "select_n", .n_in = -1, .n_out = 1, .shape = select_n_shape, .kernel = select_n_kernel,
+    .batch = elementwise_batch, .jvp = select_n_jvp, .transpose = select_n_transpose,
 };

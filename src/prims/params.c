@@ -50,6 +50,9 @@ oly_status oly__params_copy(const oly_prim *p, oly_arena *arena, const void *src
         if (f->kind == OLY_FIELD_HOST_FN) {
             oly_host_fn *h = *FIELD(dst, f, oly_host_fn *);
             if (h) oly_host_fn_retain(h);
+        } else if (f->kind == OLY_FIELD_THUNK) {
+            oly_thunk *t = *FIELD(dst, f, oly_thunk *);
+            if (t) oly_thunk_retain(t);
         }
     }
     *out = dst;
@@ -65,6 +68,10 @@ void oly__params_release(const oly_prim *p, void *params)
             oly_host_fn **h = FIELD(params, f, oly_host_fn *);
             oly_host_fn_release(*h);
             *h = NULL;
+        } else if (f->kind == OLY_FIELD_THUNK) {
+            oly_thunk **t = FIELD(params, f, oly_thunk *);
+            oly_thunk_release(*t);
+            *t = NULL;
         }
     }
 }
@@ -129,6 +136,9 @@ uint64_t oly__params_hash(const oly_prim *p, const void *params)
         case OLY_FIELD_HOST_FN:
             h = mix(h, (uint64_t)(uintptr_t)*CFIELD(params, f, oly_host_fn *));
             break;
+        case OLY_FIELD_THUNK:
+            h = mix(h, (uint64_t)(uintptr_t)*CFIELD(params, f, oly_thunk *));
+            break;
         default: break;
         }
     }
@@ -189,6 +199,9 @@ bool oly__params_equal(const oly_prim *p, const void *a, const void *b)
         }
         case OLY_FIELD_HOST_FN:
             if (*CFIELD(a, f, oly_host_fn *) != *CFIELD(b, f, oly_host_fn *)) return false;
+            break;
+        case OLY_FIELD_THUNK:
+            if (*CFIELD(a, f, oly_thunk *) != *CFIELD(b, f, oly_thunk *)) return false;
             break;
         default: break;
         }
@@ -326,6 +339,11 @@ bool oly__param_print_field(const oly_param_field *f, const void *params, oly_st
     case OLY_FIELD_HOST_FN: {
         const oly_host_fn *h = *CFIELD(params, f, oly_host_fn *);
         oly__sb_puts(sb, h ? oly_host_fn_name(h) : "None");
+        break;
+    }
+    case OLY_FIELD_THUNK: {
+        const oly_thunk *t = *CFIELD(params, f, oly_thunk *);
+        oly__sb_puts(sb, t ? oly_thunk_name(t) : "None");
         break;
     }
     default: oly__sb_puts(sb, "?"); break;

@@ -9,6 +9,7 @@
  * propagate NaN. Reductions walk the input once in memory order, whatever the
  * axes, accumulating into one slot per output element. */
 #include "internal.h"
+#include "trans/trans.h"
 
 #include <math.h>
 
@@ -670,6 +671,382 @@ CUM_ROW(cumprod, R_PROD)
 CUM_ROW(cummax, R_MAX)
 CUM_ROW(cummin, R_MIN)
 
+/* ---------------------------------------------------------------- transformation rules
+ *
+ * Batching keeps the batch axis where it is and shifts the reduced/scanned axes
+ * around it. JVPs follow JAX: reduce_max/min put the tangent where the extremum
+ * is, ties split evenly; reduce_prod multiplies each tangent by the product of
+ * the other elements (exclusive prefix x suffix products, so zeros are fine).
+ * cumprod/cummax/cummin have no associative-scan JVP here: they build the
+ * (n, n) matrix of prefix contributions along the scanned axis (O(n^2) work and
+ * memory in that axis' length), which is exact with zeros. */
+
+static oly_aval in_aval_of(const oly_eqn *e, int i) { return oly__atom_aval(&e->in[i]); }
+
+static int64_t norm_ax(int64_t a, int rank) { return a < 0 ? a + rank : a; }
+
+/* Where axis a of the unbatched value sits once a batch axis is at b. */
+static int64_t shift_ax(int64_t a, int b) { return a >= b ? a + 1 : a; }
+
+static oly_status emit1(oly_builder *b, const oly_prim *p, oly_atom x, const void *params,
+                        oly_atom *out)
+{
+    return oly__emit(b, p, &x, 1, params, NULL, 0, out);
+}
+
+/* axes (unbatched, any sign) shifted around a batch axis at b; *out_b is where
+ * the batch axis lands once they are reduced away. */
+static void shift_axes(const oly_ints *axes, int rank, int b, oly_ints *out, int *out_b)
+{
+    *out = (oly_ints){.n = axes->n};
+    *out_b = b;
+    for (int i = 0; i < axes->n; i++) {
+        int64_t a = norm_ax(axes->v[i], rank);
+        out->v[i] = shift_ax(a, b);
+        if (a < b) --*out_b;
+    }
+}
+
+static oly_status reduce_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                               const int *in_bdim, oly_atom *out, int *out_bdim)
+{
+    const oly_params_reduce *p = eqn->params;
+    oly_params_reduce q;
+    shift_axes(&p->axes, in_aval_of(eqn, 0).rank, in_bdim[0], &q.axes, &out_bdim[0]);
+    return emit1(ctx->b, eqn->prim, in[0], &q, out);
+}
+
+static oly_status argminmax_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                                  const int *in_bdim, oly_atom *out, int *out_bdim)
+{
+    const oly_params_argminmax *p = eqn->params;
+    oly_params_argminmax q = *p;
+    shift_axes(&p->axes, in_aval_of(eqn, 0).rank, in_bdim[0], &q.axes, &out_bdim[0]);
+    return emit1(ctx->b, eqn->prim, in[0], &q, out);
+}
+
+static oly_status cumulative_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                                   const int *in_bdim, oly_atom *out, int *out_bdim)
+{
+    const oly_params_cumulative *p = eqn->params;
+    oly_params_cumulative q = *p;
+    q.axis = shift_ax(norm_ax(p->axis, in_aval_of(eqn, 0).rank), in_bdim[0]);
+    OLY_TRY(emit1(ctx->b, eqn->prim, in[0], &q, out));
+    out_bdim[0] = in_bdim[0];
+    return OLY_OK;
+}
+
+/* --- JVPs */
+
+/* reduce_sum, cumsum: linear. */
+static oly_status linear_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
+                             const oly_atom *tangent, const bool *tan_nz, oly_atom *primal_out,
+                             oly_atom *tangent_out, bool *out_nz)
+{
+    OLY_TRY(oly__emit_eqn(ctx->b, eqn, primal, primal_out));
+    out_nz[0] = tan_nz[0];
+    if (!tan_nz[0]) return OLY_OK;
+    return oly__emit_eqn(ctx->b, eqn, tangent, tangent_out);
+}
+
+/* argmax/argmin, reduce_and/or: integer or bool results have zero tangents. */
+static oly_status zero_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
+                           const oly_atom *tangent, const bool *tan_nz, oly_atom *primal_out,
+                           oly_atom *tangent_out, bool *out_nz)
+{
+    OLY_TRY(oly__emit_eqn(ctx->b, eqn, primal, primal_out));
+    out_nz[0] = false;
+    return OLY_OK;
+}
+
+static oly_status emit_perm(oly_builder *b, oly_atom x, const oly_ints *perm, oly_atom *out)
+{
+    bool ident = true;
+    for (int i = 0; i < perm->n; i++) ident = ident && perm->v[i] == i;
+    if (ident) {
+        *out = x;
+        return OLY_OK;
+    }
+    oly_params_transpose q = {.permutation = *perm};
+    return emit1(b, &oly__prim_transpose, x, &q, out);
+}
+
+/* The kept (unreduced) axes of x in order, then the reduced ones. */
+static int split_axes(const oly_ints *axes, int rank, oly_ints *perm, bool *marks)
+{
+    for (int d = 0; d < rank; d++) marks[d] = false;
+    for (int i = 0; i < axes->n; i++) marks[norm_ax(axes->v[i], rank)] = true;
+    *perm = (oly_ints){.n = 0};
+    for (int d = 0; d < rank; d++)
+        if (!marks[d]) perm->v[perm->n++] = d;
+    int kept = perm->n;
+    for (int d = 0; d < rank; d++)
+        if (marks[d]) perm->v[perm->n++] = d;
+    return kept;
+}
+
+static oly_status scalar_full(oly_builder *b, oly_dtype t, double v, oly_atom *out)
+{
+    oly_aval a;
+    memset(&a, 0, sizeof a);
+    a.dtype = t;
+    return oly__emit_full(b, &a, v, out);
+}
+
+/* d prod(x) = sum_i t_i * prod_{j != i} x_j, with the products of the others as
+ * exclusive prefix times exclusive suffix products over the flattened reduced
+ * axes (moved last). */
+static oly_status reduce_prod_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
+                                  const oly_atom *tangent, const bool *tan_nz,
+                                  oly_atom *primal_out, oly_atom *tangent_out, bool *out_nz)
+{
+    const oly_params_reduce *p = eqn->params;
+    oly_builder *b = ctx->b;
+    OLY_TRY(oly__emit_eqn(b, eqn, primal, primal_out));
+    out_nz[0] = false;
+    if (!tan_nz[0]) return OLY_OK;
+    oly_aval x = oly__atom_aval(&primal[0]);
+    oly_ints perm;
+    bool marks[OLY_MAX_RANK];
+    int kept = split_axes(&p->axes, x.rank, &perm, marks);
+    int64_t n = 1;
+    for (int d = 0; d < x.rank; d++)
+        if (marks[d]) n *= x.dims[d];
+    if (n == 0) return OLY_OK; /* an empty product is the constant 1 */
+    oly_ints flat = {.n = kept + 1};
+    for (int i = 0; i < kept; i++) flat.v[i] = x.dims[perm.v[i]];
+    flat.v[kept] = n;
+    oly_atom xr, tr, fwd, bwd, lefts, rights, one, others, prod;
+    OLY_TRY(emit_perm(b, primal[0], &perm, &xr));
+    OLY_TRY(oly__emit_reshape(b, xr, &flat, &xr));
+    OLY_TRY(emit_perm(b, tangent[0], &perm, &tr));
+    OLY_TRY(oly__emit_reshape(b, tr, &flat, &tr));
+    oly_params_cumulative cf = {.axis = kept, .reverse = false}, cr = {.axis = kept, .reverse = true};
+    OLY_TRY(emit1(b, &oly__prim_cumprod, xr, &cf, &fwd));
+    OLY_TRY(emit1(b, &oly__prim_cumprod, xr, &cr, &bwd));
+    OLY_TRY(scalar_full(b, x.dtype, 1.0, &one));
+    /* lefts[k] = prod_{j<k}: fwd[..., :n-1] shifted right by one, 1 first */
+    oly_params_slice sl;
+    oly_params_pad pd;
+    memset(&sl, 0, sizeof sl);
+    memset(&pd, 0, sizeof pd);
+    sl.start_indices.n = sl.limit_indices.n = flat.n;
+    pd.lo.n = pd.hi.n = pd.interior.n = flat.n;
+    for (int d = 0; d < flat.n; d++) sl.limit_indices.v[d] = flat.v[d];
+    sl.limit_indices.v[kept] = n - 1;
+    pd.lo.v[kept] = 1;
+    oly_atom args[2] = {fwd, one};
+    OLY_TRY(emit1(b, &oly__prim_slice, fwd, &sl, &args[0]));
+    OLY_TRY(oly__emit(b, &oly__prim_pad, args, 2, &pd, NULL, 0, &lefts));
+    /* rights[k] = prod_{j>k}: bwd[..., 1:] then 1 last */
+    sl.start_indices.v[kept] = 1;
+    sl.limit_indices.v[kept] = n;
+    pd.lo.v[kept] = 0;
+    pd.hi.v[kept] = 1;
+    OLY_TRY(emit1(b, &oly__prim_slice, bwd, &sl, &args[0]));
+    OLY_TRY(oly__emit(b, &oly__prim_pad, args, 2, &pd, NULL, 0, &rights));
+    OLY_TRY(oly__emit_bin(b, &oly__prim_mul, lefts, rights, &others));
+    OLY_TRY(oly__emit_bin(b, &oly__prim_mul, others, tr, &prod));
+    oly_ints last = {.n = 1, .v = {kept}};
+    OLY_TRY(oly__emit_reduce_sum(b, prod, &last, tangent_out));
+    out_nz[0] = true;
+    return OLY_OK;
+}
+
+/* Tangent at the extremum's location; ties share it evenly (JAX's chooser rule). */
+static oly_status reduce_chooser_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
+                                     const oly_atom *tangent, const bool *tan_nz,
+                                     oly_atom *primal_out, oly_atom *tangent_out, bool *out_nz)
+{
+    const oly_params_reduce *p = eqn->params;
+    oly_builder *b = ctx->b;
+    OLY_TRY(oly__emit_eqn(b, eqn, primal, primal_out));
+    out_nz[0] = false;
+    if (!tan_nz[0]) return OLY_OK;
+    oly_aval x = oly__atom_aval(&primal[0]);
+    oly_ints perm, shape = oly__ints(x.rank, x.dims);
+    bool marks[OLY_MAX_RANK];
+    int kept = split_axes(&p->axes, x.rank, &perm, marks);
+    oly_ints kdims = oly__ints(kept, perm.v), axes = {.n = 0};
+    for (int i = kept; i < perm.n; i++) axes.v[axes.n++] = perm.v[i];
+    oly_atom yb, mask, maskf, cnt, tm, num;
+    OLY_TRY(oly__emit_broadcast_in_dim(b, *primal_out, &shape, &kdims, &yb));
+    OLY_TRY(oly__emit_bin(b, &oly__prim_eq, primal[0], yb, &mask));
+    OLY_TRY(oly__emit_convert(b, mask, x.dtype, &maskf));
+    OLY_TRY(oly__emit_reduce_sum(b, maskf, &axes, &cnt));
+    OLY_TRY(oly__emit_bin(b, &oly__prim_mul, tangent[0], maskf, &tm));
+    OLY_TRY(oly__emit_reduce_sum(b, tm, &axes, &num));
+    OLY_TRY(oly__emit_bin(b, &oly__prim_div, num, cnt, tangent_out));
+    out_nz[0] = true;
+    return OLY_OK;
+}
+
+/* The scanned axis moved last: perm, its inverse, and the (..., n, n) shape of
+ * the contribution matrix M[..., j, k] (j: source element, k: output element). */
+typedef struct scan_view {
+    int rank;              /* of x */
+    int64_t n;             /* scanned length */
+    oly_ints perm, inv, big;
+} scan_view;
+
+static oly_status scan_view_make(const oly_aval *x, const oly_params_cumulative *p,
+                                 const char *who, scan_view *v)
+{
+    if (x->rank >= OLY_MAX_RANK)
+        return oly__error(OLY_ERR_UNSUPPORTED,
+                          "%s: the JVP needs rank %d, above the maximum %d", who, x->rank + 1,
+                          OLY_MAX_RANK);
+    int64_t axis = norm_ax(p->axis, x->rank);
+    v->rank = x->rank;
+    v->n = x->dims[axis];
+    v->perm = (oly_ints){.n = 0};
+    for (int d = 0; d < x->rank; d++)
+        if (d != axis) v->perm.v[v->perm.n++] = d;
+    v->perm.v[v->perm.n++] = axis;
+    v->inv = (oly_ints){.n = x->rank};
+    for (int i = 0; i < x->rank; i++) v->inv.v[v->perm.v[i]] = i;
+    v->big = (oly_ints){.n = x->rank + 1};
+    for (int i = 0; i < x->rank; i++) v->big.v[i] = x->dims[v->perm.v[i]];
+    v->big.v[x->rank] = v->n;
+    return OLY_OK;
+}
+
+/* y (scanned axis last) broadcast into the matrix along j (along_j) or k. */
+static oly_status scan_spread(oly_builder *b, const scan_view *v, oly_atom y, bool along_j,
+                              oly_atom *out)
+{
+    oly_ints dims = oly__ints_range(v->rank);
+    if (!along_j) dims.v[v->rank - 1] = v->rank;
+    return oly__emit_broadcast_in_dim(b, y, &v->big, &dims, out);
+}
+
+/* A bool (n, n) mask over (j, k) broadcast to the matrix: cmp(iota_j, iota_k). */
+static oly_status scan_mask(oly_builder *b, const scan_view *v, const oly_prim *cmp,
+                            oly_atom *out)
+{
+    oly_params_iota i0 = {.dtype = OLY_INT32, .shape = {.n = 2, .v = {v->n, v->n}}, .dimension = 0};
+    oly_params_iota i1 = i0;
+    i1.dimension = 1;
+    oly_atom a, c, m;
+    OLY_TRY(oly__emit(b, &oly__prim_iota, NULL, 0, &i0, NULL, 0, &a));
+    OLY_TRY(oly__emit(b, &oly__prim_iota, NULL, 0, &i1, NULL, 0, &c));
+    OLY_TRY(oly__emit_bin(b, cmp, a, c, &m));
+    oly_ints dims = {.n = 2, .v = {v->rank - 1, v->rank}};
+    return oly__emit_broadcast_in_dim(b, m, &v->big, &dims, out);
+}
+
+/* cumprod: y'_k = sum_{j in prefix(k)} t_j prod_{i in prefix(k), i != j} x_i, with
+ * the inner products a cumprod over rows A[j, i] = (i == j ? 1 : x_i). */
+static oly_status cumprod_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
+                              const oly_atom *tangent, const bool *tan_nz, oly_atom *primal_out,
+                              oly_atom *tangent_out, bool *out_nz)
+{
+    const oly_params_cumulative *p = eqn->params;
+    oly_builder *b = ctx->b;
+    OLY_TRY(oly__emit_eqn(b, eqn, primal, primal_out));
+    out_nz[0] = false;
+    if (!tan_nz[0]) return OLY_OK;
+    oly_aval x = oly__atom_aval(&primal[0]);
+    scan_view v;
+    OLY_TRY(scan_view_make(&x, p, "cumprod", &v));
+    oly_aval big;
+    OLY_TRY(oly_aval_make(x.dtype, v.big.n, v.big.v, &big));
+    oly_atom xt, tt, xb, tb, ident, tri, ones, zero, a, c, prod, m, s;
+    OLY_TRY(emit_perm(b, primal[0], &v.perm, &xt));
+    OLY_TRY(emit_perm(b, tangent[0], &v.perm, &tt));
+    OLY_TRY(scan_spread(b, &v, xt, false, &xb));  /* x_i along the last axis */
+    OLY_TRY(scan_spread(b, &v, tt, true, &tb));   /* t_j along rows */
+    OLY_TRY(scan_mask(b, &v, &oly__prim_eq, &ident));
+    OLY_TRY(scan_mask(b, &v, p->reverse ? &oly__prim_ge : &oly__prim_le, &tri));
+    OLY_TRY(oly__emit_full(b, &big, 1.0, &ones));
+    OLY_TRY(oly__emit_full(b, &big, 0.0, &zero));
+    OLY_TRY(oly__emit_select(b, ident, xb, ones, &a));
+    oly_params_cumulative q = {.axis = v.rank, .reverse = p->reverse};
+    OLY_TRY(emit1(b, &oly__prim_cumprod, a, &q, &c));
+    OLY_TRY(oly__emit_bin(b, &oly__prim_mul, c, tb, &prod));
+    OLY_TRY(oly__emit_select(b, tri, zero, prod, &m));
+    oly_ints rows = {.n = 1, .v = {v.rank - 1}};
+    OLY_TRY(oly__emit_reduce_sum(b, m, &rows, &s));
+    OLY_TRY(emit_perm(b, s, &v.inv, tangent_out));
+    out_nz[0] = true;
+    return OLY_OK;
+}
+
+/* cummax/cummin: the tangent of the elements of the prefix equal to the running
+ * extremum, ties split evenly (reduce_max's rule on every prefix). */
+static oly_status cumchooser_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
+                                 const oly_atom *tangent, const bool *tan_nz,
+                                 oly_atom *primal_out, oly_atom *tangent_out, bool *out_nz)
+{
+    const oly_params_cumulative *p = eqn->params;
+    oly_builder *b = ctx->b;
+    OLY_TRY(oly__emit_eqn(b, eqn, primal, primal_out));
+    out_nz[0] = false;
+    if (!tan_nz[0]) return OLY_OK;
+    oly_aval x = oly__atom_aval(&primal[0]);
+    scan_view v;
+    OLY_TRY(scan_view_make(&x, p, eqn->prim->name, &v));
+    oly_atom xt, yt, tt, xb, yb, tb, eqm, tri, m, mf, cnt, tm, num, s;
+    OLY_TRY(emit_perm(b, primal[0], &v.perm, &xt));
+    OLY_TRY(emit_perm(b, *primal_out, &v.perm, &yt));
+    OLY_TRY(emit_perm(b, tangent[0], &v.perm, &tt));
+    OLY_TRY(scan_spread(b, &v, xt, true, &xb));
+    OLY_TRY(scan_spread(b, &v, yt, false, &yb));
+    OLY_TRY(scan_spread(b, &v, tt, true, &tb));
+    OLY_TRY(oly__emit_bin(b, &oly__prim_eq, xb, yb, &eqm));
+    OLY_TRY(scan_mask(b, &v, p->reverse ? &oly__prim_ge : &oly__prim_le, &tri));
+    OLY_TRY(oly__emit_bin(b, &oly__prim_and, eqm, tri, &m));
+    OLY_TRY(oly__emit_convert(b, m, x.dtype, &mf));
+    oly_ints rows = {.n = 1, .v = {v.rank - 1}};
+    OLY_TRY(oly__emit_reduce_sum(b, mf, &rows, &cnt));
+    OLY_TRY(oly__emit_bin(b, &oly__prim_mul, tb, mf, &tm));
+    OLY_TRY(oly__emit_reduce_sum(b, tm, &rows, &num));
+    OLY_TRY(oly__emit_bin(b, &oly__prim_div, num, cnt, &s));
+    OLY_TRY(emit_perm(b, s, &v.inv, tangent_out));
+    out_nz[0] = true;
+    return OLY_OK;
+}
+
+/* --- transposes */
+
+static bool ct_is_zero(const bool *ct_nz, bool *ct_in_nz)
+{
+    if (ct_nz[0]) return false;
+    ct_in_nz[0] = false;
+    return true;
+}
+
+/* reduce_sum: ct broadcast back over the reduced axes. */
+static oly_status reduce_sum_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn,
+                                       const oly_atom *in, const bool *linear,
+                                       const oly_atom *ct, const bool *ct_nz, oly_atom *ct_in,
+                                       bool *ct_in_nz)
+{
+    if (ct_is_zero(ct_nz, ct_in_nz)) return OLY_OK;
+    const oly_params_reduce *p = eqn->params;
+    oly_aval x = in_aval_of(eqn, 0);
+    oly_ints perm, shape = oly__ints(x.rank, x.dims);
+    bool marks[OLY_MAX_RANK];
+    int kept = split_axes(&p->axes, x.rank, &perm, marks);
+    oly_ints kdims = oly__ints(kept, perm.v);
+    OLY_TRY(oly__emit_broadcast_in_dim(ctx->b, ct[0], &shape, &kdims, &ct_in[0]));
+    ct_in_nz[0] = true;
+    return OLY_OK;
+}
+
+/* cumsum: the cumsum of ct in the other direction. */
+static oly_status cumsum_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                                   const bool *linear, const oly_atom *ct, const bool *ct_nz,
+                                   oly_atom *ct_in, bool *ct_in_nz)
+{
+    if (ct_is_zero(ct_nz, ct_in_nz)) return OLY_OK;
+    const oly_params_cumulative *p = eqn->params;
+    oly_params_cumulative q = {.axis = p->axis, .reverse = !p->reverse};
+    OLY_TRY(emit1(ctx->b, &oly__prim_cumsum, ct[0], &q, &ct_in[0]));
+    ct_in_nz[0] = true;
+    return OLY_OK;
+}
+
 /* ---------------------------------------------------------------- rows */
 
 #define FIELD(T, f, k) {.name = #f, .kind = (k), .offset = offsetof(T, f)}
@@ -686,22 +1063,24 @@ static const oly_param_field cumulative_fields[] = {
     FIELD(oly_params_cumulative, reverse, OLY_FIELD_BOOL),
 };
 
-#define ROW(NAME, T, FIELDS)                                                              \
+#define ROW(NAME, T, FIELDS, BATCH, JVP, TRANSPOSE)                                       \
     const oly_prim oly__prim_##NAME = {                                                   \
         .name = #NAME, .n_in = 1, .n_out = 1, .params_size = sizeof(T),                   \
         .fields = FIELDS, .n_fields = OLY_ARRAY_LEN(FIELDS),                              \
         .shape = NAME##_shape, .kernel = NAME##_kernel,                                   \
+        .batch = BATCH, .jvp = JVP, .transpose = TRANSPOSE,                               \
     };
 
-ROW(reduce_sum, oly_params_reduce, reduce_fields)
-ROW(reduce_prod, oly_params_reduce, reduce_fields)
-ROW(reduce_max, oly_params_reduce, reduce_fields)
-ROW(reduce_min, oly_params_reduce, reduce_fields)
-ROW(reduce_and, oly_params_reduce, reduce_fields)
-ROW(reduce_or, oly_params_reduce, reduce_fields)
-ROW(argmax, oly_params_argminmax, argminmax_fields)
-ROW(argmin, oly_params_argminmax, argminmax_fields)
-ROW(cumsum, oly_params_cumulative, cumulative_fields)
-ROW(cumprod, oly_params_cumulative, cumulative_fields)
-ROW(cummax, oly_params_cumulative, cumulative_fields)
-ROW(cummin, oly_params_cumulative, cumulative_fields)
+ROW(reduce_sum, oly_params_reduce, reduce_fields, reduce_batch, linear_jvp, reduce_sum_transpose)
+ROW(reduce_prod, oly_params_reduce, reduce_fields, reduce_batch, reduce_prod_jvp, NULL)
+ROW(reduce_max, oly_params_reduce, reduce_fields, reduce_batch, reduce_chooser_jvp, NULL)
+ROW(reduce_min, oly_params_reduce, reduce_fields, reduce_batch, reduce_chooser_jvp, NULL)
+ROW(reduce_and, oly_params_reduce, reduce_fields, reduce_batch, zero_jvp, NULL)
+ROW(reduce_or, oly_params_reduce, reduce_fields, reduce_batch, zero_jvp, NULL)
+ROW(argmax, oly_params_argminmax, argminmax_fields, argminmax_batch, zero_jvp, NULL)
+ROW(argmin, oly_params_argminmax, argminmax_fields, argminmax_batch, zero_jvp, NULL)
+ROW(cumsum, oly_params_cumulative, cumulative_fields, cumulative_batch, linear_jvp,
+    cumsum_transpose)
+ROW(cumprod, oly_params_cumulative, cumulative_fields, cumulative_batch, cumprod_jvp, NULL)
+ROW(cummax, oly_params_cumulative, cumulative_fields, cumulative_batch, cumchooser_jvp, NULL)
+ROW(cummin, oly_params_cumulative, cumulative_fields, cumulative_batch, cumchooser_jvp, NULL)

@@ -7,6 +7,7 @@
  * dropping unit dims and merging contiguous ones so the innermost run is a
  * memcpy whenever the layout allows. */
 #include "internal.h"
+#include "trans/trans.h"
 
 /* ---------------------------------------------------------------- messages */
 
@@ -873,6 +874,732 @@ static oly_status copy_shape(const oly_shape_ctx *ctx, oly_aval *out)
     return OLY_OK;
 }
 
+/* ---------------------------------------------------------------- transformation rules
+ *
+ * Batching keeps the batch axis where it is when the params can simply skip over
+ * it (rev, slice, squeeze, transpose, pad, dynamic_slice with unbatched starts)
+ * and otherwise moves it to 0 first. dynamic_slice / dynamic_update_slice with
+ * batched start indices would need gather/scatter, which olympus lacks: they are
+ * unrolled into one slice per batch element, concatenated. JVPs of these linear
+ * rows apply the row to the tangent; transposes follow JAX's lax. */
+
+static oly_aval in_aval_of(const oly_eqn *e, int i) { return oly__atom_aval(&e->in[i]); }
+
+static int64_t norm_ax(int64_t a, int rank) { return a < 0 ? a + rank : a; }
+
+/* Where axis a of the unbatched value sits once a batch axis is at b. */
+static int64_t shift_ax(int64_t a, int b) { return a >= b ? a + 1 : a; }
+
+static oly_status emit1(oly_builder *b, const oly_prim *p, oly_atom x, const void *params,
+                        oly_atom *out)
+{
+    return oly__emit(b, p, &x, 1, params, NULL, 0, out);
+}
+
+/* v with x inserted at position at (fails past the maximum rank). */
+static oly_status ints_insert(const char *who, const oly_ints *v, int at, int64_t x,
+                              oly_ints *out)
+{
+    if (v->n >= OLY_MAX_RANK)
+        return oly__error(OLY_ERR_UNSUPPORTED, "%s: batching needs rank %d, above the maximum %d",
+                          who, v->n + 1, OLY_MAX_RANK);
+    oly_ints r = {.n = v->n + 1};
+    for (int i = 0, j = 0; i < r.n; i++) r.v[i] = i == at ? x : v->v[j++];
+    *out = r;
+    return OLY_OK;
+}
+
+static oly_atom lit_index(int64_t v)
+{
+    oly_scalar s = {.dtype = OLY_INT32, .weak = false, .v.i = v};
+    return oly_atom_lit(s);
+}
+
+/* Zeros with aval a (a literal when rank 0). */
+static oly_status zeros(oly_builder *b, const oly_aval *a, oly_atom *out)
+{
+    return oly__emit_full(b, a, 0.0, out);
+}
+
+static oly_status zeros_scalar(oly_builder *b, oly_dtype t, oly_atom *out)
+{
+    oly_aval a;
+    memset(&a, 0, sizeof a);
+    a.dtype = t;
+    return oly__emit_full(b, &a, 0.0, out);
+}
+
+/* Batch element i of x (x itself when unmapped): a slice along bdim, squeezed. */
+static oly_status take_lane(oly_builder *b, oly_atom x, int bdim, int64_t i, oly_atom *out)
+{
+    if (bdim == OLY_NOT_MAPPED) {
+        *out = x;
+        return OLY_OK;
+    }
+    oly_aval a = oly__atom_aval(&x);
+    oly_params_slice sp;
+    memset(&sp, 0, sizeof sp);
+    sp.start_indices.n = sp.limit_indices.n = a.rank;
+    for (int d = 0; d < a.rank; d++) {
+        sp.start_indices.v[d] = d == bdim ? i : 0;
+        sp.limit_indices.v[d] = d == bdim ? i + 1 : a.dims[d];
+    }
+    oly_atom s;
+    OLY_TRY(emit1(b, &oly__prim_slice, x, &sp, &s));
+    oly_params_dims q = {.dimensions = {.n = 1, .v = {bdim}}};
+    return emit1(b, &oly__prim_squeeze, s, &q, out);
+}
+
+/* Batches eqn by applying it to each batch element and concatenating the results
+ * along a new axis 0: the fallback for batched start indices. */
+static oly_status batch_unrolled(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                                 const int *in_bdim, oly_atom *out, int *out_bdim)
+{
+    const oly_aval *oa = &eqn->out[0]->aval;
+    int64_t n = ctx->size;
+    if (oa->rank >= OLY_MAX_RANK)
+        return oly__error(OLY_ERR_UNSUPPORTED, "%s: batching needs rank %d, above the maximum %d",
+                          eqn->prim->name, oa->rank + 1, OLY_MAX_RANK);
+    if (n == 0) {
+        oly_aval z = *oa;
+        memmove(z.dims + 1, z.dims, sizeof z.dims[0] * (size_t)z.rank);
+        z.dims[0] = 0;
+        z.rank++;
+        OLY_TRY(zeros(ctx->b, &z, out));
+        out_bdim[0] = 0;
+        return OLY_OK;
+    }
+    oly_atom lane[2 + OLY_MAX_RANK];
+    oly_atom *parts = oly__malloc(sizeof *parts * (size_t)n);
+    if (!parts) return OLY_ERR_NOMEM;
+    oly_status s = OLY_OK;
+    oly_params_dims ed = {.dimensions = {.n = 1, .v = {0}}};
+    for (int64_t i = 0; i < n && s == OLY_OK; i++) {
+        for (int k = 0; k < eqn->n_in && s == OLY_OK; k++)
+            s = take_lane(ctx->b, in[k], in_bdim[k], i, &lane[k]);
+        oly_atom r;
+        if (s == OLY_OK) s = oly__emit_eqn(ctx->b, eqn, lane, &r);
+        if (s == OLY_OK) s = emit1(ctx->b, &oly__prim_expand_dims, r, &ed, &parts[i]);
+    }
+    oly_params_concatenate cp = {.dimension = 0};
+    if (s == OLY_OK)
+        s = oly__emit(ctx->b, &oly__prim_concatenate, parts, (int)n, &cp, NULL, 0, out);
+    free(parts);
+    if (s == OLY_OK) out_bdim[0] = 0;
+    return s;
+}
+
+/* Rules with no cotangent: every linear input gets a symbolic zero. */
+static bool ct_is_zero(const oly_eqn *eqn, const bool *ct_nz, bool *ct_in_nz)
+{
+    if (ct_nz[0]) return false;
+    for (int i = 0; i < eqn->n_in; i++) ct_in_nz[i] = false;
+    return true;
+}
+
+/* JVP of a row that is linear in input 0 and takes its other inputs (start
+ * indices) from the primal: the row applied to the tangent. */
+static oly_status jvp_linear0(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
+                              const oly_atom *tangent, const bool *tan_nz, oly_atom *primal_out,
+                              oly_atom *tangent_out, bool *out_nz)
+{
+    OLY_TRY(oly__emit_eqn(ctx->b, eqn, primal, primal_out));
+    out_nz[0] = tan_nz[0];
+    if (!tan_nz[0]) return OLY_OK;
+    oly_atom in[2 + OLY_MAX_RANK];
+    in[0] = tangent[0];
+    for (int i = 1; i < eqn->n_in; i++) in[i] = primal[i];
+    return oly__emit_eqn(ctx->b, eqn, in, tangent_out);
+}
+
+/* --- broadcast_in_dim */
+
+static oly_status broadcast_in_dim_batch(oly_batch_ctx *ctx, const oly_eqn *eqn,
+                                         const oly_atom *in, const int *in_bdim, oly_atom *out,
+                                         int *out_bdim)
+{
+    const oly_params_broadcast_in_dim *p = eqn->params;
+    oly_atom x;
+    OLY_TRY(oly__batch_move(ctx, in[0], in_bdim[0], 0, &x));
+    oly_params_broadcast_in_dim q;
+    OLY_TRY(ints_insert("broadcast_in_dim", &p->shape, 0, ctx->size, &q.shape));
+    OLY_TRY(ints_insert("broadcast_in_dim", &p->broadcast_dimensions, 0, -1,
+                        &q.broadcast_dimensions));
+    for (int i = 0; i < q.broadcast_dimensions.n; i++) q.broadcast_dimensions.v[i]++;
+    OLY_TRY(emit1(ctx->b, &oly__prim_broadcast_in_dim, x, &q, out));
+    out_bdim[0] = 0;
+    return OLY_OK;
+}
+
+/* Sums ct over the broadcast dims (new ones and size-1 dims that were
+ * expanded), then reshapes to the operand's shape. */
+static oly_status broadcast_in_dim_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn,
+                                             const oly_atom *in, const bool *linear,
+                                             const oly_atom *ct, const bool *ct_nz,
+                                             oly_atom *ct_in, bool *ct_in_nz)
+{
+    if (ct_is_zero(eqn, ct_nz, ct_in_nz)) return OLY_OK;
+    const oly_params_broadcast_in_dim *p = eqn->params;
+    oly_aval x = in_aval_of(eqn, 0);
+    bool keep[OLY_MAX_RANK] = {false};
+    for (int i = 0; i < x.rank; i++) {
+        int64_t d = p->broadcast_dimensions.v[i];
+        keep[d] = x.dims[i] == p->shape.v[d];
+    }
+    oly_ints axes = {.n = 0};
+    for (int d = 0; d < p->shape.n; d++)
+        if (!keep[d]) axes.v[axes.n++] = d;
+    oly_atom r = ct[0];
+    if (axes.n) OLY_TRY(oly__emit_reduce_sum(ctx->b, r, &axes, &r));
+    if (p->shape.n - axes.n != x.rank) { /* size-1 dims were summed away: put them back */
+        oly_ints shape = oly__ints(x.rank, x.dims);
+        OLY_TRY(oly__emit_reshape(ctx->b, r, &shape, &r));
+    }
+    ct_in[0] = r;
+    ct_in_nz[0] = true;
+    return OLY_OK;
+}
+
+/* --- reshape */
+
+static oly_status reshape_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                                const int *in_bdim, oly_atom *out, int *out_bdim)
+{
+    const oly_params_reshape *p = eqn->params;
+    oly_atom x;
+    OLY_TRY(oly__batch_move(ctx, in[0], in_bdim[0], 0, &x));
+    oly_params_reshape q;
+    OLY_TRY(ints_insert("reshape", &p->new_sizes, 0, ctx->size, &q.new_sizes));
+    OLY_TRY(emit1(ctx->b, &oly__prim_reshape, x, &q, out));
+    out_bdim[0] = 0;
+    return OLY_OK;
+}
+
+/* Squeeze, expand_dims and reshape all transpose to a reshape back. */
+static oly_status reshape_back_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn,
+                                         const oly_atom *in, const bool *linear,
+                                         const oly_atom *ct, const bool *ct_nz, oly_atom *ct_in,
+                                         bool *ct_in_nz)
+{
+    if (ct_is_zero(eqn, ct_nz, ct_in_nz)) return OLY_OK;
+    oly_aval x = in_aval_of(eqn, 0);
+    oly_ints shape = oly__ints(x.rank, x.dims);
+    OLY_TRY(oly__emit_reshape(ctx->b, ct[0], &shape, &ct_in[0]));
+    ct_in_nz[0] = true;
+    return OLY_OK;
+}
+
+/* --- transpose */
+
+static oly_status transpose_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                                  const int *in_bdim, oly_atom *out, int *out_bdim)
+{
+    const oly_params_transpose *p = eqn->params;
+    int b = in_bdim[0];
+    oly_params_transpose q;
+    OLY_TRY(ints_insert("transpose", &p->permutation, 0, b, &q.permutation));
+    for (int i = 1; i < q.permutation.n; i++) q.permutation.v[i] = shift_ax(q.permutation.v[i], b);
+    OLY_TRY(emit1(ctx->b, &oly__prim_transpose, in[0], &q, out));
+    out_bdim[0] = 0;
+    return OLY_OK;
+}
+
+static oly_status transpose_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn,
+                                      const oly_atom *in, const bool *linear, const oly_atom *ct,
+                                      const bool *ct_nz, oly_atom *ct_in, bool *ct_in_nz)
+{
+    if (ct_is_zero(eqn, ct_nz, ct_in_nz)) return OLY_OK;
+    const oly_params_transpose *p = eqn->params;
+    oly_params_transpose q = {.permutation = {.n = p->permutation.n}};
+    for (int i = 0; i < p->permutation.n; i++) q.permutation.v[p->permutation.v[i]] = i;
+    OLY_TRY(emit1(ctx->b, &oly__prim_transpose, ct[0], &q, &ct_in[0]));
+    ct_in_nz[0] = true;
+    return OLY_OK;
+}
+
+/* --- squeeze, expand_dims */
+
+static oly_status squeeze_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                                const int *in_bdim, oly_atom *out, int *out_bdim)
+{
+    const oly_params_dims *p = eqn->params;
+    int b = in_bdim[0], rank = in_aval_of(eqn, 0).rank, ob = b;
+    oly_params_dims q = {.dimensions = {.n = p->dimensions.n}};
+    for (int i = 0; i < p->dimensions.n; i++) {
+        int64_t d = norm_ax(p->dimensions.v[i], rank);
+        q.dimensions.v[i] = shift_ax(d, b);
+        if (d < b) ob--;
+    }
+    OLY_TRY(emit1(ctx->b, &oly__prim_squeeze, in[0], &q, out));
+    out_bdim[0] = ob;
+    return OLY_OK;
+}
+
+static oly_status expand_dims_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                                    const int *in_bdim, oly_atom *out, int *out_bdim)
+{
+    const oly_params_dims *p = eqn->params;
+    int out_rank = eqn->out[0]->aval.rank;
+    oly_atom x;
+    OLY_TRY(oly__batch_move(ctx, in[0], in_bdim[0], 0, &x));
+    oly_params_dims q = {.dimensions = {.n = p->dimensions.n}};
+    for (int i = 0; i < p->dimensions.n; i++)
+        q.dimensions.v[i] = norm_ax(p->dimensions.v[i], out_rank) + 1;
+    OLY_TRY(emit1(ctx->b, &oly__prim_expand_dims, x, &q, out));
+    out_bdim[0] = 0;
+    return OLY_OK;
+}
+
+static oly_status squeeze_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn,
+                                    const oly_atom *in, const bool *linear, const oly_atom *ct,
+                                    const bool *ct_nz, oly_atom *ct_in, bool *ct_in_nz)
+{
+    if (ct_is_zero(eqn, ct_nz, ct_in_nz)) return OLY_OK;
+    const oly_params_dims *p = eqn->params;
+    int rank = in_aval_of(eqn, 0).rank;
+    oly_params_dims q = {.dimensions = {.n = p->dimensions.n}};
+    for (int i = 0; i < p->dimensions.n; i++)
+        q.dimensions.v[i] = norm_ax(p->dimensions.v[i], rank);
+    OLY_TRY(emit1(ctx->b, &oly__prim_expand_dims, ct[0], &q, &ct_in[0]));
+    ct_in_nz[0] = true;
+    return OLY_OK;
+}
+
+static oly_status expand_dims_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn,
+                                        const oly_atom *in, const bool *linear,
+                                        const oly_atom *ct, const bool *ct_nz, oly_atom *ct_in,
+                                        bool *ct_in_nz)
+{
+    if (ct_is_zero(eqn, ct_nz, ct_in_nz)) return OLY_OK;
+    const oly_params_dims *p = eqn->params;
+    int rank = eqn->out[0]->aval.rank;
+    oly_params_dims q = {.dimensions = {.n = p->dimensions.n}};
+    for (int i = 0; i < p->dimensions.n; i++)
+        q.dimensions.v[i] = norm_ax(p->dimensions.v[i], rank);
+    OLY_TRY(emit1(ctx->b, &oly__prim_squeeze, ct[0], &q, &ct_in[0]));
+    ct_in_nz[0] = true;
+    return OLY_OK;
+}
+
+/* --- rev */
+
+static oly_status rev_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                            const int *in_bdim, oly_atom *out, int *out_bdim)
+{
+    const oly_params_dims *p = eqn->params;
+    int b = in_bdim[0], rank = in_aval_of(eqn, 0).rank;
+    oly_params_dims q = {.dimensions = {.n = p->dimensions.n}};
+    for (int i = 0; i < p->dimensions.n; i++)
+        q.dimensions.v[i] = shift_ax(norm_ax(p->dimensions.v[i], rank), b);
+    OLY_TRY(emit1(ctx->b, &oly__prim_rev, in[0], &q, out));
+    out_bdim[0] = b;
+    return OLY_OK;
+}
+
+static oly_status rev_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                                const bool *linear, const oly_atom *ct, const bool *ct_nz,
+                                oly_atom *ct_in, bool *ct_in_nz)
+{
+    if (ct_is_zero(eqn, ct_nz, ct_in_nz)) return OLY_OK;
+    OLY_TRY(oly__emit_eqn(ctx->b, eqn, ct, &ct_in[0]));
+    ct_in_nz[0] = true;
+    return OLY_OK;
+}
+
+/* --- slice */
+
+static oly_status slice_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                              const int *in_bdim, oly_atom *out, int *out_bdim)
+{
+    const oly_params_slice *p = eqn->params;
+    int b = in_bdim[0];
+    oly_params_slice q;
+    memset(&q, 0, sizeof q);
+    OLY_TRY(ints_insert("slice", &p->start_indices, b, 0, &q.start_indices));
+    OLY_TRY(ints_insert("slice", &p->limit_indices, b, ctx->size, &q.limit_indices));
+    if (p->strides.n) OLY_TRY(ints_insert("slice", &p->strides, b, 1, &q.strides));
+    OLY_TRY(emit1(ctx->b, &oly__prim_slice, in[0], &q, out));
+    out_bdim[0] = b;
+    return OLY_OK;
+}
+
+/* Pads ct with zeros back to the operand's shape (interior padding fills the
+ * strides' gaps). */
+static oly_status slice_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                                  const bool *linear, const oly_atom *ct, const bool *ct_nz,
+                                  oly_atom *ct_in, bool *ct_in_nz)
+{
+    if (ct_is_zero(eqn, ct_nz, ct_in_nz)) return OLY_OK;
+    const oly_params_slice *p = eqn->params;
+    oly_aval x = in_aval_of(eqn, 0);
+    const oly_aval *o = &eqn->out[0]->aval;
+    oly_params_pad q;
+    memset(&q, 0, sizeof q);
+    q.lo.n = q.hi.n = q.interior.n = x.rank;
+    for (int d = 0; d < x.rank; d++) {
+        int64_t st = p->strides.n ? p->strides.v[d] : 1, n = o->dims[d];
+        q.interior.v[d] = st - 1;
+        if (n == 0) {
+            q.lo.v[d] = 0;
+            q.hi.v[d] = x.dims[d];
+        } else {
+            q.lo.v[d] = p->start_indices.v[d];
+            q.hi.v[d] = x.dims[d] - (p->start_indices.v[d] + (n - 1) * st + 1);
+        }
+    }
+    oly_atom pin[2] = {ct[0]};
+    OLY_TRY(zeros_scalar(ctx->b, o->dtype, &pin[1]));
+    OLY_TRY(oly__emit(ctx->b, &oly__prim_pad, pin, 2, &q, NULL, 0, &ct_in[0]));
+    ct_in_nz[0] = true;
+    return OLY_OK;
+}
+
+/* --- dynamic_slice */
+
+static bool any_index_batched(const oly_eqn *eqn, int first, const int *in_bdim)
+{
+    for (int i = first; i < eqn->n_in; i++)
+        if (in_bdim[i] != OLY_NOT_MAPPED) return true;
+    return false;
+}
+
+static oly_status dynamic_slice_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                                      const int *in_bdim, oly_atom *out, int *out_bdim)
+{
+    if (any_index_batched(eqn, 1, in_bdim) || in_bdim[0] == OLY_NOT_MAPPED)
+        return batch_unrolled(ctx, eqn, in, in_bdim, out, out_bdim);
+    const oly_params_dynamic_slice *p = eqn->params;
+    int b = in_bdim[0];
+    oly_params_dynamic_slice q;
+    OLY_TRY(ints_insert("dynamic_slice", &p->slice_sizes, b, ctx->size, &q.slice_sizes));
+    oly_atom args[2 + OLY_MAX_RANK];
+    args[0] = in[0];
+    for (int i = 0, j = 1; i < q.slice_sizes.n; i++) args[1 + i] = i == b ? lit_index(0) : in[j++];
+    OLY_TRY(oly__emit(ctx->b, &oly__prim_dynamic_slice, args, 1 + q.slice_sizes.n, &q, NULL, 0,
+                      out));
+    out_bdim[0] = b;
+    return OLY_OK;
+}
+
+/* The cotangent lands in a zero operand at the same (clamped) start. */
+static oly_status dynamic_slice_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn,
+                                          const oly_atom *in, const bool *linear,
+                                          const oly_atom *ct, const bool *ct_nz, oly_atom *ct_in,
+                                          bool *ct_in_nz)
+{
+    if (ct_is_zero(eqn, ct_nz, ct_in_nz)) return OLY_OK;
+    for (int i = 1; i < eqn->n_in; i++)
+        if (linear[i])
+            return oly__error(OLY_ERR_INVALID, "dynamic_slice: start index %d cannot be linear",
+                              i - 1);
+    oly_aval x = in_aval_of(eqn, 0);
+    oly_atom args[3 + OLY_MAX_RANK];
+    OLY_TRY(zeros(ctx->b, &x, &args[0]));
+    args[1] = ct[0];
+    for (int i = 1; i < eqn->n_in; i++) args[1 + i] = in[i];
+    OLY_TRY(oly__emit(ctx->b, &oly__prim_dynamic_update_slice, args, eqn->n_in + 1, NULL, NULL, 0,
+                      &ct_in[0]));
+    ct_in_nz[0] = true;
+    return OLY_OK;
+}
+
+/* --- dynamic_update_slice */
+
+static oly_status dynamic_update_slice_batch(oly_batch_ctx *ctx, const oly_eqn *eqn,
+                                             const oly_atom *in, const int *in_bdim,
+                                             oly_atom *out, int *out_bdim)
+{
+    if (any_index_batched(eqn, 2, in_bdim))
+        return batch_unrolled(ctx, eqn, in, in_bdim, out, out_bdim);
+    oly_atom args[2 + OLY_MAX_RANK + 1];
+    OLY_TRY(oly__batch_move(ctx, in[0], in_bdim[0], 0, &args[0]));
+    OLY_TRY(oly__batch_move(ctx, in[1], in_bdim[1], 0, &args[1]));
+    args[2] = lit_index(0);
+    for (int i = 2; i < eqn->n_in; i++) args[i + 1] = in[i];
+    OLY_TRY(oly__emit(ctx->b, &oly__prim_dynamic_update_slice, args, eqn->n_in + 1, NULL, NULL, 0,
+                      out));
+    out_bdim[0] = 0;
+    return OLY_OK;
+}
+
+static oly_status dynamic_update_slice_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn,
+                                           const oly_atom *primal, const oly_atom *tangent,
+                                           const bool *tan_nz, oly_atom *primal_out,
+                                           oly_atom *tangent_out, bool *out_nz)
+{
+    OLY_TRY(oly__emit_eqn(ctx->b, eqn, primal, primal_out));
+    out_nz[0] = tan_nz[0] || tan_nz[1];
+    if (!out_nz[0]) return OLY_OK;
+    oly_atom args[2 + OLY_MAX_RANK];
+    for (int k = 0; k < 2; k++) {
+        if (tan_nz[k]) {
+            args[k] = tangent[k];
+        } else {
+            oly_aval a = oly__atom_aval(&primal[k]);
+            OLY_TRY(zeros(ctx->b, &a, &args[k]));
+        }
+    }
+    for (int i = 2; i < eqn->n_in; i++) args[i] = primal[i];
+    return oly__emit_eqn(ctx->b, eqn, args, tangent_out);
+}
+
+/* Operand: ct with the update's region zeroed; update: that region of ct. */
+static oly_status dynamic_update_slice_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn,
+                                                 const oly_atom *in, const bool *linear,
+                                                 const oly_atom *ct, const bool *ct_nz,
+                                                 oly_atom *ct_in, bool *ct_in_nz)
+{
+    if (ct_is_zero(eqn, ct_nz, ct_in_nz)) return OLY_OK;
+    for (int i = 2; i < eqn->n_in; i++)
+        if (linear[i])
+            return oly__error(OLY_ERR_INVALID,
+                              "dynamic_update_slice: start index %d cannot be linear", i - 2);
+    oly_aval u = in_aval_of(eqn, 1);
+    oly_atom args[2 + OLY_MAX_RANK];
+    for (int i = 2; i < eqn->n_in; i++) args[i] = in[i];
+    if (linear[0]) {
+        args[0] = ct[0];
+        OLY_TRY(zeros(ctx->b, &u, &args[1]));
+        OLY_TRY(oly__emit_eqn(ctx->b, eqn, args, &ct_in[0]));
+        ct_in_nz[0] = true;
+    }
+    if (linear[1]) {
+        oly_params_dynamic_slice q = {.slice_sizes = oly__ints(u.rank, u.dims)};
+        args[1] = ct[0];
+        OLY_TRY(oly__emit(ctx->b, &oly__prim_dynamic_slice, args + 1, eqn->n_in - 1, &q, NULL, 0,
+                          &ct_in[1]));
+        ct_in_nz[1] = true;
+    }
+    return OLY_OK;
+}
+
+/* --- concatenate */
+
+static oly_status concatenate_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                                    const int *in_bdim, oly_atom *out, int *out_bdim)
+{
+    const oly_params_concatenate *p = eqn->params;
+    int rank = in_aval_of(eqn, 0).rank;
+    oly_atom *args = oly__malloc(sizeof *args * (size_t)eqn->n_in);
+    if (!args) return OLY_ERR_NOMEM;
+    oly_status s = OLY_OK;
+    for (int i = 0; i < eqn->n_in && s == OLY_OK; i++)
+        s = oly__batch_move(ctx, in[i], in_bdim[i], 0, &args[i]);
+    oly_params_concatenate q = {.dimension = norm_ax(p->dimension, rank) + 1};
+    if (s == OLY_OK)
+        s = oly__emit(ctx->b, &oly__prim_concatenate, args, eqn->n_in, &q, NULL, 0, out);
+    free(args);
+    if (s == OLY_OK) out_bdim[0] = 0;
+    return s;
+}
+
+static oly_status concatenate_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
+                                  const oly_atom *tangent, const bool *tan_nz,
+                                  oly_atom *primal_out, oly_atom *tangent_out, bool *out_nz)
+{
+    OLY_TRY(oly__emit_eqn(ctx->b, eqn, primal, primal_out));
+    oly_atom *args = oly__malloc(sizeof *args * (size_t)eqn->n_in);
+    if (!args) return OLY_ERR_NOMEM;
+    oly_status s = OLY_OK;
+    for (int i = 0; i < eqn->n_in && s == OLY_OK; i++) {
+        if (tan_nz[i]) {
+            args[i] = tangent[i];
+        } else {
+            oly_aval a = oly__atom_aval(&primal[i]);
+            s = zeros(ctx->b, &a, &args[i]);
+        }
+    }
+    if (s == OLY_OK) s = oly__emit_eqn(ctx->b, eqn, args, tangent_out);
+    free(args);
+    if (s == OLY_OK) out_nz[0] = true;
+    return s;
+}
+
+static oly_status concatenate_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn,
+                                        const oly_atom *in, const bool *linear,
+                                        const oly_atom *ct, const bool *ct_nz, oly_atom *ct_in,
+                                        bool *ct_in_nz)
+{
+    if (ct_is_zero(eqn, ct_nz, ct_in_nz)) return OLY_OK;
+    const oly_params_concatenate *p = eqn->params;
+    const oly_aval *o = &eqn->out[0]->aval;
+    int64_t axis = norm_ax(p->dimension, o->rank), off = 0;
+    for (int i = 0; i < eqn->n_in; i++) {
+        oly_aval x = in_aval_of(eqn, i);
+        if (linear[i]) {
+            oly_params_slice q;
+            memset(&q, 0, sizeof q);
+            q.start_indices.n = q.limit_indices.n = o->rank;
+            for (int d = 0; d < o->rank; d++) {
+                q.start_indices.v[d] = d == axis ? off : 0;
+                q.limit_indices.v[d] = d == axis ? off + x.dims[d] : o->dims[d];
+            }
+            OLY_TRY(emit1(ctx->b, &oly__prim_slice, ct[0], &q, &ct_in[i]));
+            ct_in_nz[i] = true;
+        }
+        off += x.dims[axis];
+    }
+    return OLY_OK;
+}
+
+/* --- pad */
+
+/* An unbatched padding value keeps the batch axis in place (no padding there);
+ * a batched one pads with zero and selects the per-element value outside the
+ * operand's footprint (a mask: ones padded with false). */
+static oly_status pad_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                            const int *in_bdim, oly_atom *out, int *out_bdim)
+{
+    const oly_params_pad *p = eqn->params;
+    oly_params_pad q;
+    if (in_bdim[1] == OLY_NOT_MAPPED) {
+        int b = in_bdim[0];
+        OLY_TRY(ints_insert("pad", &p->lo, b, 0, &q.lo));
+        OLY_TRY(ints_insert("pad", &p->hi, b, 0, &q.hi));
+        OLY_TRY(ints_insert("pad", &p->interior, b, 0, &q.interior));
+        OLY_TRY(oly__emit(ctx->b, &oly__prim_pad, in, 2, &q, NULL, 0, out));
+        out_bdim[0] = b;
+        return OLY_OK;
+    }
+    OLY_TRY(ints_insert("pad", &p->lo, 0, 0, &q.lo));
+    OLY_TRY(ints_insert("pad", &p->hi, 0, 0, &q.hi));
+    OLY_TRY(ints_insert("pad", &p->interior, 0, 0, &q.interior));
+    oly_aval x = in_aval_of(eqn, 0);
+    const oly_aval *o = &eqn->out[0]->aval;
+    oly_atom args[2], padded, mask, maskb, v, vb;
+    OLY_TRY(oly__batch_move(ctx, in[0], in_bdim[0], 0, &args[0]));
+    OLY_TRY(zeros_scalar(ctx->b, x.dtype, &args[1]));
+    OLY_TRY(oly__emit(ctx->b, &oly__prim_pad, args, 2, &q, NULL, 0, &padded));
+    oly_aval ones = x;
+    ones.dtype = OLY_BOOL;
+    ones.weak = false;
+    OLY_TRY(oly__emit_full(ctx->b, &ones, 1.0, &args[0]));
+    OLY_TRY(zeros_scalar(ctx->b, OLY_BOOL, &args[1]));
+    OLY_TRY(oly__emit(ctx->b, &oly__prim_pad, args, 2, p, NULL, 0, &mask));
+    if (o->rank >= OLY_MAX_RANK)
+        return oly__error(OLY_ERR_UNSUPPORTED, "pad: batching needs rank %d, above the maximum %d",
+                          o->rank + 1, OLY_MAX_RANK);
+    oly_ints shape = {.n = o->rank + 1}, mdims = {.n = o->rank}, vdims = {.n = 1, .v = {0}};
+    shape.v[0] = ctx->size;
+    for (int d = 0; d < o->rank; d++) {
+        shape.v[d + 1] = o->dims[d];
+        mdims.v[d] = d + 1;
+    }
+    OLY_TRY(oly__emit_broadcast_in_dim(ctx->b, mask, &shape, &mdims, &maskb));
+    OLY_TRY(oly__batch_move(ctx, in[1], in_bdim[1], 0, &v));
+    OLY_TRY(oly__emit_broadcast_in_dim(ctx->b, v, &shape, &vdims, &vb));
+    OLY_TRY(oly__emit_select(ctx->b, maskb, vb, padded, out));
+    out_bdim[0] = 0;
+    return OLY_OK;
+}
+
+static oly_status pad_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
+                          const oly_atom *tangent, const bool *tan_nz, oly_atom *primal_out,
+                          oly_atom *tangent_out, bool *out_nz)
+{
+    OLY_TRY(oly__emit_eqn(ctx->b, eqn, primal, primal_out));
+    out_nz[0] = tan_nz[0] || tan_nz[1];
+    if (!out_nz[0]) return OLY_OK;
+    oly_atom args[2];
+    for (int k = 0; k < 2; k++) {
+        if (tan_nz[k]) {
+            args[k] = tangent[k];
+        } else {
+            oly_aval a = oly__atom_aval(&primal[k]);
+            OLY_TRY(zeros(ctx->b, &a, &args[k]));
+        }
+    }
+    return oly__emit_eqn(ctx->b, eqn, args, tangent_out);
+}
+
+static oly_status sum_all(oly_builder *b, oly_atom x, oly_atom *out)
+{
+    oly_aval a = oly__atom_aval(&x);
+    oly_ints axes = oly__ints_range(a.rank);
+    return oly__emit_reduce_sum(b, x, &axes, out);
+}
+
+/* As JAX: the operand's cotangent un-pads ct (negated lo/hi) and takes every
+ * (interior+1)-th element; the padding value's is the rest of ct's sum. */
+static oly_status pad_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                                const bool *linear, const oly_atom *ct, const bool *ct_nz,
+                                oly_atom *ct_in, bool *ct_in_nz)
+{
+    if (ct_is_zero(eqn, ct_nz, ct_in_nz)) return OLY_OK;
+    const oly_params_pad *p = eqn->params;
+    oly_aval x = in_aval_of(eqn, 0);
+    oly_params_pad un;
+    memset(&un, 0, sizeof un);
+    un.lo.n = un.hi.n = un.interior.n = x.rank;
+    oly_params_slice sl;
+    memset(&sl, 0, sizeof sl);
+    sl.start_indices.n = sl.limit_indices.n = sl.strides.n = x.rank;
+    const oly_aval *o = &eqn->out[0]->aval;
+    for (int d = 0; d < x.rank; d++) {
+        un.lo.v[d] = -p->lo.v[d];
+        un.hi.v[d] = -p->hi.v[d];
+        /* the un-padded length: o - lo - hi = n + (n-1)*interior */
+        sl.limit_indices.v[d] = o->dims[d] - p->lo.v[d] - p->hi.v[d];
+        sl.strides.v[d] = p->interior.v[d] + 1;
+    }
+    oly_atom args[2] = {ct[0]}, unpadded, t_op;
+    OLY_TRY(zeros_scalar(ctx->b, o->dtype, &args[1]));
+    OLY_TRY(oly__emit(ctx->b, &oly__prim_pad, args, 2, &un, NULL, 0, &unpadded));
+    OLY_TRY(emit1(ctx->b, &oly__prim_slice, unpadded, &sl, &t_op));
+    if (linear[0]) {
+        ct_in[0] = t_op;
+        ct_in_nz[0] = true;
+    }
+    if (linear[1]) {
+        oly_atom all, inner;
+        OLY_TRY(sum_all(ctx->b, ct[0], &all));
+        OLY_TRY(sum_all(ctx->b, t_op, &inner));
+        OLY_TRY(oly__emit_bin(ctx->b, &oly__prim_sub, all, inner, &ct_in[1]));
+        ct_in_nz[1] = true;
+    }
+    return OLY_OK;
+}
+
+/* --- iota: no inputs, so no driver ever asks; the rules say so for
+ * completeness (an unbatched constant; a zero tangent). */
+
+static oly_status iota_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                             const int *in_bdim, oly_atom *out, int *out_bdim)
+{
+    OLY_TRY(oly__emit_eqn(ctx->b, eqn, in, out));
+    out_bdim[0] = OLY_NOT_MAPPED;
+    return OLY_OK;
+}
+
+static oly_status iota_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
+                           const oly_atom *tangent, const bool *tan_nz, oly_atom *primal_out,
+                           oly_atom *tangent_out, bool *out_nz)
+{
+    OLY_TRY(oly__emit_eqn(ctx->b, eqn, primal, primal_out));
+    out_nz[0] = false;
+    return OLY_OK;
+}
+
+/* --- copy */
+
+static oly_status copy_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                             const int *in_bdim, oly_atom *out, int *out_bdim)
+{
+    OLY_TRY(oly__emit_eqn(ctx->b, eqn, in, out));
+    out_bdim[0] = in_bdim[0];
+    return OLY_OK;
+}
+
+static oly_status copy_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                                 const bool *linear, const oly_atom *ct, const bool *ct_nz,
+                                 oly_atom *ct_in, bool *ct_in_nz)
+{
+    if (ct_is_zero(eqn, ct_nz, ct_in_nz)) return OLY_OK;
+    ct_in[0] = ct[0];
+    ct_in_nz[0] = true;
+    return OLY_OK;
+}
+
 /* ---------------------------------------------------------------- rows */
 
 #define FIELD(T, f, k) {.name = #f, .kind = (k), .offset = offsetof(T, f)}
@@ -918,53 +1645,67 @@ const oly_prim oly__prim_broadcast_in_dim = {
     .name = "broadcast_in_dim", .n_in = 1, .n_out = 1,
     PARAMS(oly_params_broadcast_in_dim, broadcast_in_dim_fields),
     .shape = broadcast_in_dim_shape, .kernel = broadcast_in_dim_kernel,
+    .batch = broadcast_in_dim_batch, .jvp = jvp_linear0, .transpose = broadcast_in_dim_transpose,
 };
 const oly_prim oly__prim_reshape = {
     .name = "reshape", .n_in = 1, .n_out = 1, PARAMS(oly_params_reshape, reshape_fields),
     .shape = reshape_shape, .kernel = kernel_memcpy, .inplace_ok = true,
+    .batch = reshape_batch, .jvp = jvp_linear0, .transpose = reshape_back_transpose,
 };
 const oly_prim oly__prim_transpose = {
     .name = "transpose", .n_in = 1, .n_out = 1, PARAMS(oly_params_transpose, transpose_fields),
     .shape = transpose_shape, .kernel = transpose_kernel,
+    .batch = transpose_batch, .jvp = jvp_linear0, .transpose = transpose_transpose,
 };
 const oly_prim oly__prim_squeeze = {
     .name = "squeeze", .n_in = 1, .n_out = 1, PARAMS(oly_params_dims, dims_fields),
     .shape = squeeze_shape, .kernel = kernel_memcpy, .inplace_ok = true,
+    .batch = squeeze_batch, .jvp = jvp_linear0, .transpose = squeeze_transpose,
 };
 const oly_prim oly__prim_expand_dims = {
     .name = "expand_dims", .n_in = 1, .n_out = 1, PARAMS(oly_params_dims, dims_fields),
     .shape = expand_dims_shape, .kernel = kernel_memcpy, .inplace_ok = true,
+    .batch = expand_dims_batch, .jvp = jvp_linear0, .transpose = expand_dims_transpose,
 };
 const oly_prim oly__prim_rev = {
     .name = "rev", .n_in = 1, .n_out = 1, PARAMS(oly_params_dims, dims_fields),
     .shape = rev_shape, .kernel = rev_kernel,
+    .batch = rev_batch, .jvp = jvp_linear0, .transpose = rev_transpose,
 };
 const oly_prim oly__prim_slice = {
     .name = "slice", .n_in = 1, .n_out = 1, PARAMS(oly_params_slice, slice_fields),
     .shape = slice_shape, .kernel = slice_kernel,
+    .batch = slice_batch, .jvp = jvp_linear0, .transpose = slice_transpose,
 };
 const oly_prim oly__prim_dynamic_slice = {
     .name = "dynamic_slice", .n_in = -1, .n_out = 1,
     PARAMS(oly_params_dynamic_slice, dynamic_slice_fields),
     .shape = dynamic_slice_shape, .kernel = dynamic_slice_kernel,
+    .batch = dynamic_slice_batch, .jvp = jvp_linear0, .transpose = dynamic_slice_transpose,
 };
 const oly_prim oly__prim_dynamic_update_slice = {
     .name = "dynamic_update_slice", .n_in = -1, .n_out = 1,
     .shape = dynamic_update_slice_shape, .kernel = dynamic_update_slice_kernel,
+    .batch = dynamic_update_slice_batch, .jvp = dynamic_update_slice_jvp,
+    .transpose = dynamic_update_slice_transpose,
 };
 const oly_prim oly__prim_concatenate = {
     .name = "concatenate", .n_in = -1, .n_out = 1,
     PARAMS(oly_params_concatenate, concatenate_fields),
     .shape = concatenate_shape, .kernel = concatenate_kernel,
+    .batch = concatenate_batch, .jvp = concatenate_jvp, .transpose = concatenate_transpose,
 };
 const oly_prim oly__prim_pad = {
     .name = "pad", .n_in = 2, .n_out = 1, PARAMS(oly_params_pad, pad_fields),
     .shape = pad_shape, .kernel = pad_kernel,
+    .batch = pad_batch, .jvp = pad_jvp, .transpose = pad_transpose,
 };
 const oly_prim oly__prim_iota = {
     .name = "iota", .n_in = 0, .n_out = 1, PARAMS(oly_params_iota, iota_fields),
     .shape = iota_shape, .kernel = iota_kernel,
+    .batch = iota_batch, .jvp = iota_jvp,
 };
 const oly_prim oly__prim_copy = {
     .name = "copy", .n_in = 1, .n_out = 1, .shape = copy_shape, .kernel = kernel_memcpy,
+    .batch = copy_batch, .jvp = jvp_linear0, .transpose = copy_transpose,
 };

@@ -12,22 +12,33 @@
  * "<kind> failed: <name>: <Type>: <text>"; module.c turns it into CallbackError
  * from that exception. No Python error is ever left set across the C boundary.
  *
- * NumPy is used through Python calls (np.asarray, ndarray.astype,
- * np.ascontiguousarray) and the inline accessors only, never the C API table.
+ * The round trip is the hot path of every Python callback, so it does the
+ * least a trampoline can (bench/profiles/README.md has the measurements):
+ * argument views are made with the NumPy C API and handed over by vectorcall;
+ * a view gets no reference to its core array unless the callback kept it (its
+ * refcount is still above ours once the call returned: then the reference is
+ * attached as the view's base, before the run can reuse the memory); a result
+ * that is already a C-contiguous ndarray of the declared dtype and shape is
+ * copied without any conversion. Everything else takes the general path
+ * (pytree flattening, np.asarray semantics through PyArray_FromAny).
  */
 #include "ext.h"
+
+/* NumPy's C-API macros convert between object and function pointers. */
+#pragma GCC diagnostic ignored "-Wpedantic"
 
 #include <stdlib.h>
 #include <string.h>
 
-static PyObject *np_asarray;            /* owned: numpy.asarray */
 static PyObject *np_ascontiguousarray;  /* owned: numpy.ascontiguousarray */
 
 /* ---------------------------------------------------------------- user data */
 
 typedef struct pyfn {
-    PyObject *fn; /* owned (decref'd with the GIL) */
-    char *name;   /* owned (malloc) */
+    PyObject *fn;      /* owned (decref'd with the GIL) */
+    PyObject *in_tree; /* owned; NULL: fn(*leaves), else fn(*args, **kwargs) with
+                        * (args, kwargs) = in_tree.unflatten(leaves) */
+    char *name;        /* owned (malloc) */
 } pyfn;
 
 /* True when this thread may take the GIL to drop references. After
@@ -58,6 +69,7 @@ static void pyfn_release(void *user)
     if (python_alive()) {
         PyGILState_STATE g = PyGILState_Ensure();
         Py_XDECREF(u->fn);
+        Py_XDECREF(u->in_tree);
         PyGILState_Release(g);
     }
     free(u->name);
@@ -106,7 +118,8 @@ static void format_shape(char *buf, size_t n, int rank, const int64_t *dims)
  * 0, or -1 with a Python exception. */
 static int store_result(PyObject *leaf, int i, const oly_aval *aval, void *dst)
 {
-    PyObject *arr = PyObject_CallOneArg(np_asarray, leaf);
+    /* np.asarray(leaf): no copy for ndarrays, base class for subclasses. */
+    PyObject *arr = PyArray_FromAny(leaf, NULL, 0, 0, NPY_ARRAY_ENSUREARRAY, NULL);
     if (!arr) return -1;
     if (!PyArray_Check(arr)) {
         PyErr_Format(PyExc_RuntimeError, "np.asarray returned %.200s for return value #%d",
@@ -179,8 +192,26 @@ fail:
     return -1;
 }
 
+/* The common case in one step: res is exactly an ndarray (a pytree leaf) of
+ * the declared dtype object, shape and C layout. 1: copied; 0: not this case. */
+static int store_fast(PyObject *res, const oly_aval *aval, void *dst)
+{
+    if (!PyArray_CheckExact(res)) return 0;
+    PyArrayObject *a = (PyArrayObject *)res;
+    if ((PyObject *)PyArray_DESCR(a) != ext_st->np_dtype[aval->dtype] ||
+        PyArray_NDIM(a) != aval->rank || !PyArray_ISCARRAY_RO(a))
+        return 0;
+    const npy_intp *dims = PyArray_DIMS(a);
+    for (int d = 0; d < aval->rank; d++)
+        if (dims[d] != aval->dims[d]) return 0;
+    size_t nbytes = (size_t)PyArray_NBYTES(a);
+    if (nbytes) memcpy(dst, PyArray_DATA(a), nbytes);
+    return 1;
+}
+
 static int store_results(PyObject *res, oly_callback_frame *fr)
 {
+    if (fr->n_results == 1 && store_fast(res, &fr->result_avals[0], fr->results[0])) return 0;
     PyObject *leaves, *td;
     if (ext_tree_flatten(res, NULL, &leaves, &td) < 0) return -1;
     Py_DECREF(td);
@@ -202,11 +233,32 @@ static int store_results(PyObject *res, oly_callback_frame *fr)
     return 0;
 }
 
-/* A read-only NumPy array for argument i: a view of its array (kept alive by
- * the view), or of a private copy when the frame has no arrays. */
+/* A read-only NumPy array for argument i. Over an argument array, the view's
+ * base is None for now (so NumPy refuses to make it writeable): keep_args
+ * gives it a reference to the array if the callback kept it. Without arrays
+ * (or for bfloat16, shown as a float32 copy) the view owns what it shows. */
 static PyObject *arg_view(oly_callback_frame *fr, int i)
 {
-    if (fr->arg_arrays && fr->arg_arrays[i]) return ext_numpy_view(fr->arg_arrays[i]);
+    oly_array *arr = fr->arg_arrays ? fr->arg_arrays[i] : NULL;
+    if (arr) {
+        const oly_aval *aval = oly_array_aval(arr);
+        PyArray_Descr *descr = (PyArray_Descr *)ext_st->np_dtype[aval->dtype];
+        if (aval->dtype == OLY_BFLOAT16 || !descr || oly_aval_size(aval) == 0)
+            return ext_numpy_view(arr);
+        npy_intp dims[OLY_MAX_RANK];
+        for (int d = 0; d < aval->rank; d++) dims[d] = (npy_intp)aval->dims[d];
+        Py_INCREF(descr);
+        PyObject *v = PyArray_NewFromDescr(&PyArray_Type, descr, aval->rank, dims, NULL,
+                                           (void *)oly_array_data(arr),
+                                           NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED, NULL);
+        if (!v) return NULL;
+        Py_INCREF(Py_None);
+        if (PyArray_SetBaseObject((PyArrayObject *)v, Py_None) < 0) { /* steals None */
+            Py_DECREF(v);
+            return NULL;
+        }
+        return v;
+    }
     oly_array *a;
     oly_status s = oly_array_from_data(&fr->arg_avals[i], fr->args[i], &a);
     if (s != OLY_OK) {
@@ -218,24 +270,85 @@ static PyObject *arg_view(oly_callback_frame *fr, int i)
     return v;
 }
 
+static void capsule_release(PyObject *cap)
+{
+    oly_array_release((oly_array *)PyCapsule_GetPointer(cap, "olympus.array"));
+}
+
+/* After the call: a view that someone still references (the callback kept it,
+ * or a view or buffer derived from it) takes a reference to its array as its
+ * base, replacing None, so the array outlives the run. Derived views have the
+ * view itself as their base (NumPy stops collapsing bases at None). Then our
+ * references are dropped. Runs with an exception pending or not: a failure
+ * here (out of memory) is written as unraisable, never lost silently. */
+static void release_args(oly_callback_frame *fr, PyObject **argv, int n)
+{
+    for (int i = 0; i < n; i++) {
+        PyObject *v = argv[i];
+        oly_array *arr = fr->arg_arrays ? fr->arg_arrays[i] : NULL;
+        if (Py_REFCNT(v) > 1 && arr && PyArray_Check(v) &&
+            PyArray_BASE((PyArrayObject *)v) == Py_None) {
+            PyObject *cap = PyCapsule_New(oly_array_retain(arr), "olympus.array", capsule_release);
+            if (cap) {
+                PyArrayObject_fields *f = (PyArrayObject_fields *)v;
+                f->base = cap;
+                Py_DECREF(Py_None);
+            } else {
+                /* Cannot keep the array alive: leave the memory to the run
+                 * and say so (the callback's copy may change later). */
+                oly_array_release(arr);
+                PyObject *t, *e, *tb;
+                PyErr_Fetch(&t, &e, &tb);
+                PyErr_WriteUnraisable(v);
+                PyErr_Restore(t, e, tb);
+            }
+        }
+        Py_DECREF(v);
+    }
+}
+
 /* Calls the function and stores its results. 0, or -1 with a Python exception. */
 static int call_python(pyfn *u, oly_callback_frame *fr, int is_debug)
 {
-    PyObject *args = PyTuple_New(fr->n_args);
-    if (!args) return -1;
-    for (int i = 0; i < fr->n_args; i++) {
-        PyObject *v = arg_view(fr, i);
-        if (!v) {
-            Py_DECREF(args);
-            return -1;
-        }
-        PyTuple_SET_ITEM(args, i, v);
+    enum { SMALL = 8 };
+    PyObject *small[SMALL];
+    int n = fr->n_args;
+    PyObject **argv = n <= SMALL ? small : PyMem_Malloc((size_t)n * sizeof *argv);
+    if (!argv) {
+        PyErr_NoMemory();
+        return -1;
     }
-    PyObject *res = PyObject_Call(u->fn, args, NULL);
-    Py_DECREF(args);
-    if (!res) return -1;
-    int rc = is_debug ? 0 : store_results(res, fr);
+    int made = 0, rc = -1;
+    PyObject *res = NULL;
+    for (; made < n; made++)
+        if (!(argv[made] = arg_view(fr, made))) goto done;
+    if (!u->in_tree) {
+        res = PyObject_Vectorcall(u->fn, argv, (size_t)n, NULL);
+    } else {
+        PyObject *leaves = PyList_New(n), *ak = NULL;
+        if (leaves) {
+            for (int i = 0; i < n; i++) PyList_SET_ITEM(leaves, i, Py_NewRef(argv[i]));
+            ak = ext_tree_unflatten(u->in_tree, leaves);
+            Py_DECREF(leaves);
+        }
+        if (ak && (!PyTuple_Check(ak) || PyTuple_GET_SIZE(ak) != 2 ||
+                   !PyTuple_Check(PyTuple_GET_ITEM(ak, 0)) ||
+                   !PyDict_Check(PyTuple_GET_ITEM(ak, 1)))) {
+            PyErr_SetString(PyExc_SystemError, "callback: in_tree must describe (args, kwargs)");
+            Py_CLEAR(ak);
+        }
+        if (ak) {
+            PyObject *kw = PyTuple_GET_ITEM(ak, 1);
+            res = PyObject_Call(u->fn, PyTuple_GET_ITEM(ak, 0), PyDict_GET_SIZE(kw) ? kw : NULL);
+            Py_DECREF(ak);
+        }
+    }
+    if (!res) goto done;
+    rc = is_debug ? 0 : store_results(res, fr);
     Py_DECREF(res);
+done:
+    release_args(fr, argv, made);
+    if (argv != small) PyMem_Free(argv);
     return rc;
 }
 
@@ -279,11 +392,12 @@ static oly_status trampoline(void *user, oly_callback_frame *fr)
                              kind, u->name);
     int is_debug = strcmp(kind, "debug_callback") == 0;
     PyGILState_STATE g = PyGILState_Ensure();
-    PyObject *st, *sv, *stb;
-    PyErr_Fetch(&st, &sv, &stb); /* keep whatever the caller had pending */
+    PyObject *st = NULL, *sv = NULL, *stb = NULL;
+    bool pending = PyErr_Occurred() != NULL;
+    if (pending) PyErr_Fetch(&st, &sv, &stb); /* keep whatever the caller had pending */
     oly_status s = OLY_OK;
     if (call_python(u, fr, is_debug) < 0) s = fail_with_exception(u, kind);
-    PyErr_Restore(st, sv, stb);
+    if (pending) PyErr_Restore(st, sv, stb);
     PyGILState_Release(g);
     return s;
 }
@@ -298,6 +412,7 @@ static oly_status trampoline(void *user, oly_callback_frame *fr)
 
 typedef struct cache_entry {
     PyObject *fn;      /* owned */
+    PyObject *in_tree; /* owned; NULL for flat calls */
     const oly_prim *prim;
     oly_host_fn *hf;   /* owned reference */
 } cache_entry;
@@ -305,12 +420,25 @@ typedef struct cache_entry {
 static cache_entry cache[CACHE_SIZE];
 static int cache_next;
 
-/* A new reference to a host function calling fn, or NULL with an exception. */
-static oly_host_fn *host_fn_for(PyObject *fn, const oly_prim *prim, const char *name)
+/* 1 when two argument structures (NULL: flat) are the same, else 0. */
+static int same_tree(PyObject *a, PyObject *b)
+{
+    if (a == b) return 1;
+    if (!a || !b) return 0;
+    int eq = PyObject_RichCompareBool(a, b, Py_EQ);
+    if (eq < 0) PyErr_Clear(); /* node data that do not compare: no reuse */
+    return eq > 0;
+}
+
+/* A new reference to a host function calling fn (through in_tree when not
+ * NULL), or NULL with an exception. */
+static oly_host_fn *host_fn_for(PyObject *fn, PyObject *in_tree, const oly_prim *prim,
+                                const char *name)
 {
     for (int i = 0; i < CACHE_SIZE; i++) {
         cache_entry *e = &cache[i];
-        if (e->fn == fn && e->prim == prim && strcmp(oly_host_fn_name(e->hf), name) == 0)
+        if (e->fn == fn && e->prim == prim && strcmp(oly_host_fn_name(e->hf), name) == 0 &&
+            same_tree(e->in_tree, in_tree))
             return oly_host_fn_retain(e->hf);
     }
     pyfn *u = malloc(sizeof *u);
@@ -323,11 +451,13 @@ static oly_host_fn *host_fn_for(PyObject *fn, const oly_prim *prim, const char *
     }
     Py_INCREF(fn);
     u->fn = fn;
+    u->in_tree = Py_XNewRef(in_tree);
     u->name = nm;
     oly_host_fn *hf;
     oly_status s = oly_host_fn_new(name, trampoline, u, pyfn_release, &hf);
     if (s != OLY_OK) {
         Py_DECREF(fn);
+        Py_XDECREF(in_tree);
         free(nm);
         free(u);
         ext_raise(s);
@@ -335,14 +465,16 @@ static oly_host_fn *host_fn_for(PyObject *fn, const oly_prim *prim, const char *
     }
     cache_entry *e = &cache[cache_next];
     cache_next = (cache_next + 1) % CACHE_SIZE;
-    PyObject *old_fn = e->fn;
+    PyObject *old_fn = e->fn, *old_tree = e->in_tree;
     oly_host_fn *old_hf = e->hf;
     Py_INCREF(fn);
     e->fn = fn;
+    e->in_tree = Py_XNewRef(in_tree);
     e->prim = prim;
     e->hf = oly_host_fn_retain(hf);
     if (old_hf) oly_host_fn_release(old_hf);
     Py_XDECREF(old_fn);
+    Py_XDECREF(old_tree);
     return hf;
 }
 
@@ -452,12 +584,12 @@ static PyObject *callable_name(PyObject *fn, PyObject *name)
 static PyObject *py_callback(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"kind", "fn", "result_avals", "args", "ordered", "vmap_method",
-                             "name", NULL};
+                             "name", "in_tree", NULL};
     const char *kind;
-    PyObject *fn, *ravals, *cargs, *vm = Py_None, *name = Py_None;
+    PyObject *fn, *ravals, *cargs, *vm = Py_None, *name = Py_None, *in_tree = Py_None;
     int ordered = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "sOOO|pOO:callback", kwlist, &kind, &fn, &ravals,
-                                     &cargs, &ordered, &vm, &name))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sOOO|pOOO:callback", kwlist, &kind, &fn, &ravals,
+                                     &cargs, &ordered, &vm, &name, &in_tree))
         return NULL;
     if (strcmp(kind, "pure_callback") != 0 && strcmp(kind, "io_callback") != 0 &&
         strcmp(kind, "debug_callback") != 0) {
@@ -475,6 +607,13 @@ static PyObject *py_callback(PyObject *Py_UNUSED(m), PyObject *args, PyObject *k
     if (!PyCallable_Check(fn)) {
         PyErr_Format(PyExc_TypeError, "callback: fn must be callable, got %.200s",
                      Py_TYPE(fn)->tp_name);
+        return NULL;
+    }
+    if (in_tree == Py_None) {
+        in_tree = NULL;
+    } else if (!PyObject_TypeCheck(in_tree, ext_st->PyTreeDef_Type)) {
+        PyErr_Format(PyExc_TypeError, "callback: in_tree must be a PyTreeDef or None, got %.200s",
+                     Py_TYPE(in_tree)->tp_name);
         return NULL;
     }
     int vmap_method;
@@ -498,7 +637,12 @@ static PyObject *py_callback(PyObject *Py_UNUSED(m), PyObject *args, PyObject *k
     if (!nm) goto done;
     const char *cname = PyUnicode_AsUTF8(nm);
     if (!cname) goto done;
-    hf = host_fn_for(fn, prim, cname);
+    if (in_tree && ext_treedef_num_leaves(in_tree) != PySequence_Fast_GET_SIZE(seq)) {
+        PyErr_Format(PyExc_ValueError, "callback: in_tree has %zd leaves, %zd arguments given",
+                     ext_treedef_num_leaves(in_tree), PySequence_Fast_GET_SIZE(seq));
+        goto done;
+    }
+    hf = host_fn_for(fn, in_tree, prim, cname);
     if (!hf) goto done;
     oly_params_callback params = {
         .callback = hf,
@@ -522,24 +666,20 @@ done:
 
 PyMethodDef ext_callback_methods[] = {
     {"callback", (PyCFunction)(void (*)(void))py_callback, METH_VARARGS | METH_KEYWORDS,
-     "callback(kind, fn, result_avals, args, ordered=False, vmap_method=None, name=None) -> list\n"
+     "callback(kind, fn, result_avals, args, ordered=False, vmap_method=None, name=None,\n"
+     "         in_tree=None) -> list\n"
      "Bind a host callback primitive ('pure_callback', 'io_callback', 'debug_callback') that\n"
-     "calls fn(*numpy_arrays); result_avals is a list of (shape, dtype)."},
+     "calls fn(*numpy_arrays), or fn(*a, **k) with (a, k) = in_tree.unflatten(numpy_arrays)\n"
+     "when in_tree is given; result_avals is a list of (shape, dtype)."},
     {NULL, NULL, 0, NULL},
 };
 
 int ext_callback_init(PyObject *module)
 {
-    if (np_asarray) return 0;
+    if (np_ascontiguousarray) return 0;
     PyObject *np = PyImport_ImportModule("numpy");
     if (!np) return -1;
-    np_asarray = PyObject_GetAttrString(np, "asarray");
     np_ascontiguousarray = PyObject_GetAttrString(np, "ascontiguousarray");
     Py_DECREF(np);
-    if (!np_asarray || !np_ascontiguousarray) {
-        Py_CLEAR(np_asarray);
-        Py_CLEAR(np_ascontiguousarray);
-        return -1;
-    }
-    return 0;
+    return np_ascontiguousarray ? 0 : -1;
 }

@@ -111,6 +111,11 @@ int ext_params_from_dict(const oly_prim *p, PyObject *dict, void *params);
  * array.c appends them to Array's spec. */
 extern const PyType_Slot ext_operator_slots[];
 
+/* Emit prog's equations inline into the innermost open trace, its inputs bound
+ * to args (as bind converts them). A new tuple of the outputs (Tracers, or
+ * rank-0 Arrays for literal outputs), or NULL with an exception. */
+PyObject *ext_trace_inline(oly_program *prog, PyObject *const *args, Py_ssize_t n);
+
 /* ---------------------------------------------------------------- pytree.c */
 int ext_pytree_init(PyObject *module);
 /* Flatten: *leaves a new list, *treedef a new PyTreeDef. is_leaf may be NULL. */
@@ -121,6 +126,11 @@ Py_ssize_t ext_treedef_num_leaves(PyObject *treedef);
 
 /* ---------------------------------------------------------------- jit.c */
 int ext_jit_init(PyObject *module);
+
+/* ---------------------------------------------------------------- transform.c */
+/* Program type, trace/transform/call of programs, custom-rule thunks. */
+int ext_transform_init(PyObject *module);
+extern PyMethodDef ext_transform_methods[];
 
 /* ---------------------------------------------------------------- callback.c */
 int ext_callback_init(PyObject *module);

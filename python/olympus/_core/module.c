@@ -133,7 +133,7 @@ static Py_ssize_t count_methods(const PyMethodDef *t)
 static PyMethodDef *collect_methods(void)
 {
     const PyMethodDef *tables[] = {module_methods, ext_array_methods, ext_tracer_methods,
-                                   ext_jit_methods,
+                                   ext_jit_methods, ext_transform_methods,
                                    ext_pytree_methods ? ext_pytree_methods : NULL,
                                    ext_callback_methods ? ext_callback_methods : NULL};
     Py_ssize_t total = 0;
@@ -199,6 +199,7 @@ PyMODINIT_FUNC PyInit__core(void)
     if (ext_array_init(m) < 0) goto fail;
     if (ext_tracer_init(m) < 0) goto fail;
     if (ext_jit_init(m) < 0) goto fail;
+    if (ext_transform_init(m) < 0) goto fail;
     if (ext_pytree_init && ext_pytree_init(m) < 0) goto fail;
     if (ext_callback_init && ext_callback_init(m) < 0) goto fail;
     return m;

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "structmember.h"
+#include "trans/trans.h"
 
 #define FN_SLOT(f) (__extension__(void *)(f))
 
@@ -696,6 +697,73 @@ PyObject *ext_bind(const oly_prim *p, const void *params, PyObject *const *args,
         }
     if (top) return bind_staged(top, p, params, args, n, subs, n_sub);
     return bind_eager(p, params, args, n, subs, n_sub);
+}
+
+/* ---------------------------------------------------------------- inlining programs */
+
+/* A Python value for an output atom of the inlined program: a Tracer of t, or
+ * a rank-0 Array for a literal. */
+static PyObject *value_of_atom(ext_trace *t, oly_atom a)
+{
+    if (a.kind == OLY_ATOM_VAR) return tracer_new(t, a.var);
+    oly_aval av;
+    memset(&av, 0, sizeof av);
+    av.dtype = a.lit.dtype;
+    av.weak = a.lit.weak;
+    unsigned char buf[16];
+    memset(buf, 0, sizeof buf);
+    oly_scalar_store(&a.lit, av.dtype, buf);
+    oly_array *arr = NULL;
+    oly_status s = oly_array_from_data(&av, buf, &arr);
+    if (s != OLY_OK) return ext_raise(s);
+    return ext_array_wrap(arr);
+}
+
+PyObject *ext_trace_inline(oly_program *prog, PyObject *const *args, Py_ssize_t n)
+{
+    ext_trace *t = top;
+    if (!t) {
+        PyErr_SetString(PyExc_SystemError, "ext_trace_inline: no open trace");
+        return NULL;
+    }
+    if (n != oly_program_num_inputs(prog)) {
+        PyErr_Format(PyExc_TypeError, "inline: the program takes %d inputs, got %zd",
+                     oly_program_num_inputs(prog), n);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (ext_is_tracer(args[i])) {
+            ext_trace *ot = TR(args[i])->trace;
+            if (!ot->active || !on_this_stack(ot)) return leaked_error(args[i]);
+        }
+    int n_out = oly_program_num_outputs(prog);
+    oly_atom *in = PyMem_Calloc((size_t)n + 1, sizeof *in);
+    oly_atom *out = PyMem_Calloc((size_t)n_out + 1, sizeof *out);
+    PyObject *res = NULL;
+    if (!in || !out) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (atom_for(t, args[i], &in[i]) < 0) goto done;
+    oly_status s = oly__emit_inline(t->b, prog, in, out);
+    if (s != OLY_OK) {
+        ext_raise(s);
+        goto done;
+    }
+    res = PyTuple_New(n_out);
+    for (int j = 0; res && j < n_out; j++) {
+        PyObject *o = value_of_atom(t, out[j]);
+        if (!o) {
+            Py_CLEAR(res);
+            break;
+        }
+        PyTuple_SET_ITEM(res, j, o);
+    }
+done:
+    PyMem_Free(in);
+    PyMem_Free(out);
+    return res;
 }
 
 /* ---------------------------------------------------------------- params */

@@ -87,28 +87,17 @@ def _result_avals(result_shape_dtypes):
 
 # ---------------------------------------------------------------- pure / io
 
-_flat_callers = {}
+_flat_trees = {}
 
 
-def _flat_caller(callback, in_tree):
-    """A function of the flat argument leaves that calls callback(*args, **kwargs).
-    Reused for the same (callback, argument structure), so the host function (and
-    the eager executable cached with it) is reused too."""
-    key = (id(callback), in_tree)
-    try:
-        hit = _flat_callers.get(key)
-    except Exception:  # an argument structure whose node data do not compare
-        hit, key = None, None
-    if hit is not None and hit[0] is callback:
-        return hit[1]
-
-    def call(*flat):
-        args, kwargs = _core.tree_unflatten(in_tree, flat)
-        return callback(*args, **kwargs)
-
-    if key is not None:
-        _bounded_put(_flat_callers, key, (callback, call))
-    return call
+def _flat_tree(n):
+    """The PyTreeDef of ((x1, ..., xn), {}) with leaves xi: the structure of a
+    call with n array arguments and no keywords."""
+    tree = _flat_trees.get(n)
+    if tree is None:
+        tree = _core.tree_flatten(((0,) * n, {}))[1]
+        _bounded_put(_flat_trees, n, tree)
+    return tree
 
 
 def _callback(kind, api, callback, result_shape_dtypes, args, kwargs, *, ordered=False,
@@ -118,9 +107,13 @@ def _callback(kind, api, callback, result_shape_dtypes, args, kwargs, *, ordered
                         f"{type(callback)}")
     avals, out_tree = _result_avals(result_shape_dtypes)
     flat, in_tree = _core.tree_flatten((args, kwargs))
-    out = _core.callback(kind, _flat_caller(callback, in_tree), avals, tuple(flat),
-                         ordered=ordered, vmap_method=vmap_method,
-                         name=_callable_name(callback))
+    # The host function calls callback(*flat) itself when the arguments are
+    # flat; otherwise it rebuilds (args, kwargs) from in_tree, in C.
+    if in_tree == _flat_tree(len(flat)):
+        in_tree = None
+    out = _core.callback(kind, callback, avals, tuple(flat), ordered=ordered,
+                         vmap_method=vmap_method, name=_callable_name(callback),
+                         in_tree=in_tree)
     return _core.tree_unflatten(out_tree, out)
 
 
@@ -201,6 +194,14 @@ def _debug_caller(callback, in_tree, template, dyn_idx, convert):
 def _debug_callback_impl(callback, args, kwargs, ordered, name, convert=None):
     flat, in_tree = _core.tree_flatten((args, kwargs))
     dyn_idx = tuple(i for i, x in enumerate(flat) if _is_dynamic(x))
+    if convert is None and len(dyn_idx) == len(flat):
+        # Every leaf is an operand: the host function calls callback itself
+        # (rebuilding (args, kwargs) in C unless the arguments are flat).
+        if in_tree == _flat_tree(len(flat)):
+            in_tree = None
+        _core.callback("debug_callback", callback, [], tuple(flat), ordered=bool(ordered),
+                       name=name, in_tree=in_tree)
+        return
     dyn_set = frozenset(dyn_idx)
     # Dynamic leaves (possibly tracers) are not kept by the host function.
     template = [None if i in dyn_set else x for i, x in enumerate(flat)]

@@ -386,11 +386,49 @@ def dot(lhs, rhs, precision=None, preferred_element_type=None):
                        preferred_element_type)
 
 
+# ------------------------------------------------------------------ control flow
+
+from olympus._src.control import (  # noqa: E402
+    cond, switch, while_loop, fori_loop, scan, map,
+)
+
+__all__ += ["cond", "switch", "while_loop", "fori_loop", "scan", "map"]
+
+
 # ------------------------------------------------------------------ misc
+
+def _make_stop_gradient():
+    from olympus._src.ad import custom_jvp
+
+    @custom_jvp
+    def stop_gradient_p(x):
+        return x
+
+    @stop_gradient_p.defjvp
+    def _jvp(primals, tangents):
+        from olympus import numpy as jnp
+        return primals[0], jnp.zeros_like(tangents[0])
+    return stop_gradient_p
+
+
+_stop_gradient_p = None
+
 
 @_export
 def stop_gradient(x):
-    return x
+    """x itself, with zero derivative: differentiation treats it as a constant
+    (every inexact leaf of the pytree x)."""
+    global _stop_gradient_p
+    if _stop_gradient_p is None:
+        _stop_gradient_p = _make_stop_gradient()
+    from olympus import tree_util
+
+    def leaf(v):
+        dt = _dtype_of(v)
+        if not (_dt.is_inexact(np.dtype(dt))):
+            return v
+        return _stop_gradient_p(v)
+    return tree_util.tree_map(leaf, x)
 
 
 del builtins

@@ -1,0 +1,889 @@
+/* transform.c — programs as Python objects, and the transforms on them.
+ *
+ * The Python API of the transformations (olympus.vmap, grad, lax.cond, ...)
+ * is written as: trace a Python function on abstract values into a Program
+ * (with the outer values it captured), transform the Program in C, then call
+ * the result on values — eagerly, or inline into the enclosing trace, so
+ * nested transforms compose. Custom rules (custom_jvp / custom_vjp) are
+ * thunks whose trace function calls back into Python (GIL taken) to trace
+ * the user's rule lazily, when a transform first needs it.
+ *
+ * Functions (module level):
+ *   trace(fun, avals) -> (Program, captured)
+ *   vmap_program, jvp_program, linearize_program, transpose_program, dce_program
+ *   call_program(prog, args) -> tuple
+ *   program_with_inputs(prog, avals, mapping) -> Program
+ *   bind_subs(name, args, params, subs) -> tuple
+ *   custom_jvp_call(name, prog, jvp_rule, args) -> tuple
+ *   custom_vjp_call(name, prog, fwd_rule, bwd_rule, args) -> tuple
+ */
+#include "ext.h"
+
+/* NumPy's C-API macros convert between object and function pointers. */
+#pragma GCC diagnostic ignored "-Wpedantic"
+
+#include <string.h>
+
+#include "trans/trans.h"
+
+#define FN_SLOT(f) (__extension__(void *)(f))
+
+typedef struct ProgramObject {
+    PyObject_HEAD
+    oly_program *prog; /* owned */
+} ProgramObject;
+
+static PyTypeObject *Program_Type; /* owned */
+
+/* An exception a custom rule raised while a transform traced it: re-raised
+ * as it is by the transform's caller (thread-local, owned). */
+static _Thread_local PyObject *pending_exc;
+
+/* ---------------------------------------------------------------- Program */
+
+static PyObject *program_wrap(oly_program *p) /* steals p */
+{
+    ProgramObject *o = PyObject_New(ProgramObject, Program_Type);
+    if (!o) {
+        oly_program_release(p);
+        return NULL;
+    }
+    o->prog = p;
+    return (PyObject *)o;
+}
+
+static oly_program *program_get(PyObject *o)
+{
+    if (!Program_Type || !PyObject_TypeCheck(o, Program_Type)) {
+        PyErr_Format(PyExc_TypeError, "expected an olympus._core.Program, got %s",
+                     Py_TYPE(o)->tp_name);
+        return NULL;
+    }
+    return ((ProgramObject *)o)->prog;
+}
+
+static void Program_dealloc(PyObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    oly_program_release(((ProgramObject *)self)->prog);
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+/* The Python exception for a failed core call: the pending rule exception
+ * when a custom rule raised, else ext_raise. */
+static PyObject *raise_status(oly_status s)
+{
+    if (pending_exc) {
+        PyObject *e = pending_exc;
+        pending_exc = NULL;
+        void (*free_fn)(void *) = NULL;
+        void *payload = oly_error_take_payload(&free_fn);
+        if (payload && free_fn) free_fn(payload);
+        oly_error_clear();
+        PyErr_SetObject((PyObject *)Py_TYPE(e), e);
+        Py_DECREF(e);
+        return NULL;
+    }
+    return ext_raise(s);
+}
+
+static PyObject *Program_str(PyObject *self)
+{
+    char *text = NULL;
+    oly_status s = oly_program_print(((ProgramObject *)self)->prog, &text);
+    if (s != OLY_OK) return ext_raise(s);
+    PyObject *r = PyUnicode_FromString(text);
+    free(text);
+    return r;
+}
+
+static PyObject *aval_tuple(const oly_aval *a)
+{
+    PyObject *shape = PyTuple_New(a->rank);
+    if (!shape) return NULL;
+    for (int i = 0; i < a->rank; i++) {
+        PyObject *d = PyLong_FromLongLong(a->dims[i]);
+        if (!d) {
+            Py_DECREF(shape);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(shape, i, d);
+    }
+    PyObject *dt = ext_dtype_to_numpy(a->dtype);
+    if (!dt) {
+        Py_DECREF(shape);
+        return NULL;
+    }
+    return Py_BuildValue("(NNO)", shape, dt, a->weak ? Py_True : Py_False);
+}
+
+static PyObject *avals_list(const oly_program *p, bool inputs)
+{
+    int n = inputs ? oly_program_num_inputs(p) : oly_program_num_outputs(p);
+    PyObject *l = PyList_New(n);
+    if (!l) return NULL;
+    for (int i = 0; i < n; i++) {
+        const oly_aval *a = inputs ? oly_program_input_aval(p, i) : oly_program_output_aval(p, i);
+        oly_aval z;
+        if (!a) {
+            memset(&z, 0, sizeof z);
+            a = &z;
+        }
+        PyObject *t = aval_tuple(a);
+        if (!t) {
+            Py_DECREF(l);
+            return NULL;
+        }
+        PyList_SET_ITEM(l, i, t);
+    }
+    return l;
+}
+
+static PyObject *Program_in_avals(PyObject *self, void *Py_UNUSED(c))
+{
+    return avals_list(((ProgramObject *)self)->prog, true);
+}
+static PyObject *Program_out_avals(PyObject *self, void *Py_UNUSED(c))
+{
+    return avals_list(((ProgramObject *)self)->prog, false);
+}
+static PyObject *Program_n_in(PyObject *self, void *Py_UNUSED(c))
+{
+    return PyLong_FromLong(oly_program_num_inputs(((ProgramObject *)self)->prog));
+}
+static PyObject *Program_n_out(PyObject *self, void *Py_UNUSED(c))
+{
+    return PyLong_FromLong(oly_program_num_outputs(((ProgramObject *)self)->prog));
+}
+static PyObject *Program_effects(PyObject *self, void *Py_UNUSED(c))
+{
+    return PyLong_FromUnsignedLong(oly_program_effects(((ProgramObject *)self)->prog));
+}
+static PyObject *Program_eqn_count(PyObject *self, void *Py_UNUSED(c))
+{
+    return PyLong_FromLong(oly_program_num_eqns(((ProgramObject *)self)->prog));
+}
+
+static PyGetSetDef Program_getset[] = {
+    {"in_avals", Program_in_avals, NULL, "[(shape, dtype, weak_type)] of the inputs", NULL},
+    {"out_avals", Program_out_avals, NULL, "[(shape, dtype, weak_type)] of the outputs", NULL},
+    {"n_in", Program_n_in, NULL, "number of inputs", NULL},
+    {"n_out", Program_n_out, NULL, "number of outputs", NULL},
+    {"effects", Program_effects, NULL, "effect bits (OLY_EFFECT_*)", NULL},
+    {"eqn_count", Program_eqn_count, NULL, "number of top-level equations", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot Program_slots[] = {
+    {Py_tp_dealloc, FN_SLOT(Program_dealloc)},
+    {Py_tp_str, FN_SLOT(Program_str)},
+    {Py_tp_repr, FN_SLOT(Program_str)},
+    {Py_tp_getset, Program_getset},
+    {Py_tp_doc, (void *)"An immutable olympus program (str() is its text form)."},
+    {0, NULL},
+};
+
+static PyType_Spec Program_spec = {
+    .name = "olympus._core.Program",
+    .basicsize = sizeof(ProgramObject),
+    .flags = Py_TPFLAGS_DEFAULT,
+    .slots = Program_slots,
+};
+
+/* ---------------------------------------------------------------- avals from Python */
+
+/* (shape, dtype[, weak]) or an object with .shape/.dtype[/.weak_type]. */
+static int parse_aval(PyObject *o, oly_aval *out)
+{
+    PyObject *shape = NULL, *dtype = NULL, *weak = NULL;
+    int r = -1;
+    if (PyTuple_Check(o) && (PyTuple_GET_SIZE(o) == 2 || PyTuple_GET_SIZE(o) == 3)) {
+        shape = Py_NewRef(PyTuple_GET_ITEM(o, 0));
+        dtype = Py_NewRef(PyTuple_GET_ITEM(o, 1));
+        if (PyTuple_GET_SIZE(o) == 3) weak = Py_NewRef(PyTuple_GET_ITEM(o, 2));
+    } else {
+        shape = PyObject_GetAttrString(o, "shape");
+        dtype = shape ? PyObject_GetAttrString(o, "dtype") : NULL;
+        if (!shape || !dtype) goto done;
+        weak = PyObject_GetAttrString(o, "weak_type");
+        if (!weak) PyErr_Clear();
+    }
+    memset(out, 0, sizeof *out);
+    if (ext_dtype_from_py(dtype, &out->dtype) < 0) goto done;
+    out->dtype = oly_dtype_canonicalize(out->dtype);
+    PyObject *seq = PySequence_Fast(shape, "shape must be a sequence of ints");
+    if (!seq) goto done;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n > OLY_MAX_RANK) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_ValueError, "rank %zd exceeds the maximum %d", n, OLY_MAX_RANK);
+        goto done;
+    }
+    out->rank = (int)n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long long d = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, i));
+        if (d == -1 && PyErr_Occurred()) {
+            Py_DECREF(seq);
+            goto done;
+        }
+        if (d < 0) {
+            Py_DECREF(seq);
+            PyErr_Format(PyExc_ValueError, "negative dimension %lld", d);
+            goto done;
+        }
+        out->dims[i] = d;
+    }
+    Py_DECREF(seq);
+    if (weak) {
+        int w = PyObject_IsTrue(weak);
+        if (w < 0) goto done;
+        out->weak = w != 0;
+    }
+    r = 0;
+done:
+    Py_XDECREF(shape);
+    Py_XDECREF(dtype);
+    Py_XDECREF(weak);
+    return r;
+}
+
+/* ---------------------------------------------------------------- trace */
+
+/* Trace fun(*tracers) (tracers of avals) whose result is a flat sequence of
+ * leaves. *prog and *captured (a list) on success. */
+static int trace_flat(PyObject *fun, const oly_aval *avals, Py_ssize_t n, oly_program **prog,
+                      PyObject **captured)
+{
+    ext_trace *t = ext_trace_push();
+    if (!t) return -1;
+    PyObject *args = PyTuple_New(n), *out = NULL, *seq = NULL;
+    if (!args) goto fail;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *tr = ext_trace_new_input(t, &avals[i]);
+        if (!tr) goto fail;
+        PyTuple_SET_ITEM(args, i, tr);
+    }
+    out = PyObject_Call(fun, args, NULL);
+    if (!out) goto fail;
+    seq = PySequence_Fast(out, "a traced body must return a sequence of leaves");
+    if (!seq) goto fail;
+    int r = ext_trace_finish(t, PySequence_Fast_ITEMS(seq), PySequence_Fast_GET_SIZE(seq), prog,
+                             captured);
+    t = NULL;
+    Py_DECREF(args);
+    Py_DECREF(out);
+    Py_DECREF(seq);
+    return r;
+fail:
+    if (t) ext_trace_discard(t);
+    Py_XDECREF(args);
+    Py_XDECREF(out);
+    Py_XDECREF(seq);
+    return -1;
+}
+
+static int parse_avals(PyObject *avals, oly_aval **out, Py_ssize_t *n)
+{
+    PyObject *seq = PySequence_Fast(avals, "avals must be a sequence");
+    if (!seq) return -1;
+    *n = PySequence_Fast_GET_SIZE(seq);
+    *out = PyMem_Calloc((size_t)*n + 1, sizeof **out);
+    if (!*out) {
+        Py_DECREF(seq);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < *n; i++)
+        if (parse_aval(PySequence_Fast_GET_ITEM(seq, i), &(*out)[i]) < 0) {
+            PyMem_Free(*out);
+            *out = NULL;
+            Py_DECREF(seq);
+            return -1;
+        }
+    Py_DECREF(seq);
+    return 0;
+}
+
+static PyObject *py_trace(PyObject *Py_UNUSED(m), PyObject *args)
+{
+    PyObject *fun, *avals;
+    if (!PyArg_ParseTuple(args, "OO:trace", &fun, &avals)) return NULL;
+    oly_aval *av = NULL;
+    Py_ssize_t n = 0;
+    if (parse_avals(avals, &av, &n) < 0) return NULL;
+    oly_program *p = NULL;
+    PyObject *captured = NULL;
+    int r = trace_flat(fun, av, n, &p, &captured);
+    PyMem_Free(av);
+    if (r < 0) return NULL;
+    PyObject *po = program_wrap(p);
+    if (!po) {
+        Py_DECREF(captured);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", po, captured);
+}
+
+/* ---------------------------------------------------------------- transforms */
+
+static int parse_ints(PyObject *o, int n_want, int **out, const char *what)
+{
+    PyObject *seq = PySequence_Fast(o, "expected a sequence of ints");
+    if (!seq) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n != n_want) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_ValueError, "%s: expected %d entries, got %zd", what, n_want, n);
+        return -1;
+    }
+    *out = PyMem_Calloc((size_t)n + 1, sizeof **out);
+    if (!*out) {
+        Py_DECREF(seq);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+        if (v == -1 && PyErr_Occurred()) {
+            PyMem_Free(*out);
+            *out = NULL;
+            Py_DECREF(seq);
+            return -1;
+        }
+        (*out)[i] = (int)v;
+    }
+    Py_DECREF(seq);
+    return 0;
+}
+
+static int parse_bools(PyObject *o, int n_want, bool **out, const char *what)
+{
+    PyObject *seq = PySequence_Fast(o, "expected a sequence of bools");
+    if (!seq) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n != n_want) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_ValueError, "%s: expected %d entries, got %zd", what, n_want, n);
+        return -1;
+    }
+    *out = PyMem_Calloc((size_t)n + 1, sizeof **out);
+    if (!*out) {
+        Py_DECREF(seq);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int b = PyObject_IsTrue(PySequence_Fast_GET_ITEM(seq, i));
+        if (b < 0) {
+            PyMem_Free(*out);
+            *out = NULL;
+            Py_DECREF(seq);
+            return -1;
+        }
+        (*out)[i] = b != 0;
+    }
+    Py_DECREF(seq);
+    return 0;
+}
+
+static PyObject *bool_list(const bool *b, int n)
+{
+    PyObject *l = PyList_New(n);
+    if (!l) return NULL;
+    for (int i = 0; i < n; i++) PyList_SET_ITEM(l, i, PyBool_FromLong(b[i]));
+    return l;
+}
+
+static PyObject *py_vmap_program(PyObject *Py_UNUSED(m), PyObject *args)
+{
+    PyObject *po, *in_axes, *out_axes;
+    long long size;
+    if (!PyArg_ParseTuple(args, "OOLO:vmap_program", &po, &in_axes, &size, &out_axes))
+        return NULL;
+    oly_program *p = program_get(po);
+    if (!p) return NULL;
+    int *ia = NULL, *oa = NULL;
+    PyObject *res = NULL;
+    if (parse_ints(in_axes, oly_program_num_inputs(p), &ia, "vmap in_axes") < 0) goto done;
+    if (parse_ints(out_axes, oly_program_num_outputs(p), &oa, "vmap out_axes") < 0) goto done;
+    oly_program *o = NULL;
+    Py_CLEAR(pending_exc);
+    oly_status s = oly_program_vmap(p, ia, (int64_t)size, oa, &o);
+    res = s == OLY_OK ? program_wrap(o) : raise_status(s);
+done:
+    PyMem_Free(ia);
+    PyMem_Free(oa);
+    return res;
+}
+
+static PyObject *py_jvp_program(PyObject *Py_UNUSED(m), PyObject *args)
+{
+    PyObject *po, *nz;
+    if (!PyArg_ParseTuple(args, "OO:jvp_program", &po, &nz)) return NULL;
+    oly_program *p = program_get(po);
+    if (!p) return NULL;
+    bool *nzi = NULL;
+    if (parse_bools(nz, oly_program_num_inputs(p), &nzi, "jvp nonzero mask") < 0) return NULL;
+    int n_out = oly_program_num_outputs(p);
+    bool *nzo = PyMem_Calloc((size_t)n_out + 1, sizeof *nzo);
+    PyObject *res = NULL;
+    if (!nzo) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    oly_program *o = NULL;
+    Py_CLEAR(pending_exc);
+    oly_status s = oly_program_jvp(p, nzi, &o, nzo);
+    if (s != OLY_OK) {
+        raise_status(s);
+        goto done;
+    }
+    res = Py_BuildValue("(NN)", program_wrap(o), bool_list(nzo, n_out));
+done:
+    PyMem_Free(nzi);
+    PyMem_Free(nzo);
+    return res;
+}
+
+static PyObject *py_linearize_program(PyObject *Py_UNUSED(m), PyObject *args)
+{
+    PyObject *po, *nz;
+    if (!PyArg_ParseTuple(args, "OO:linearize_program", &po, &nz)) return NULL;
+    oly_program *p = program_get(po);
+    if (!p) return NULL;
+    bool *nzi = NULL;
+    if (parse_bools(nz, oly_program_num_inputs(p), &nzi, "linearize nonzero mask") < 0)
+        return NULL;
+    int n_out = oly_program_num_outputs(p);
+    bool *nzo = PyMem_Calloc((size_t)n_out + 1, sizeof *nzo);
+    PyObject *res = NULL;
+    if (!nzo) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    oly_program *pr = NULL, *lin = NULL;
+    int n_res = 0;
+    Py_CLEAR(pending_exc);
+    oly_status s = oly_program_linearize(p, nzi, &pr, &lin, &n_res, nzo);
+    if (s != OLY_OK) {
+        raise_status(s);
+        goto done;
+    }
+    res = Py_BuildValue("(NNiN)", program_wrap(pr), program_wrap(lin), n_res,
+                        bool_list(nzo, n_out));
+done:
+    PyMem_Free(nzi);
+    PyMem_Free(nzo);
+    return res;
+}
+
+static PyObject *py_transpose_program(PyObject *Py_UNUSED(m), PyObject *args)
+{
+    PyObject *po;
+    int n_res;
+    if (!PyArg_ParseTuple(args, "Oi:transpose_program", &po, &n_res)) return NULL;
+    oly_program *p = program_get(po);
+    if (!p) return NULL;
+    oly_program *o = NULL;
+    Py_CLEAR(pending_exc);
+    oly_status s = oly_program_transpose(p, n_res, &o);
+    return s == OLY_OK ? program_wrap(o) : raise_status(s);
+}
+
+static PyObject *py_dce_program(PyObject *Py_UNUSED(m), PyObject *po)
+{
+    oly_program *p = program_get(po);
+    if (!p) return NULL;
+    oly_program *o = NULL;
+    Py_CLEAR(pending_exc);
+    oly_status s = oly_program_dce(p, &o);
+    return s == OLY_OK ? program_wrap(o) : raise_status(s);
+}
+
+/* ---------------------------------------------------------------- calling programs */
+
+static PyObject *run_eager(oly_program *p, PyObject *const *args, Py_ssize_t n)
+{
+    int n_in = oly_program_num_inputs(p), n_out = oly_program_num_outputs(p);
+    oly_array **in = PyMem_Calloc((size_t)n + 1, sizeof *in);
+    oly_array **out = PyMem_Calloc((size_t)n_out + 1, sizeof *out);
+    PyObject *res = NULL;
+    Py_ssize_t got = 0;
+    if (!in || !out) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    (void)n_in;
+    for (; got < n; got++) {
+        oly_array *a = ext_array_get(args[got]);
+        const oly_aval *want = oly_program_input_aval(p, (int)got);
+        if (a && (!want || oly_array_aval(a)->dtype == want->dtype)) {
+            in[got] = oly_array_retain(a);
+        } else if (ext_to_array(args[got], want ? (int)want->dtype : -1, &in[got]) < 0) {
+            goto done;
+        }
+    }
+    oly_status s = oly_program_run(p, 0, in, (int)n, out, n_out);
+    if (s != OLY_OK) {
+        ext_raise(s);
+        goto done;
+    }
+    res = PyTuple_New(n_out);
+    for (int i = 0; i < n_out; i++) {
+        PyObject *o = res ? ext_array_wrap(out[i]) : (oly_array_release(out[i]), NULL);
+        if (!o) {
+            Py_CLEAR(res);
+            continue;
+        }
+        PyTuple_SET_ITEM(res, i, o);
+    }
+done:
+    for (Py_ssize_t i = 0; i < got; i++) oly_array_release(in[i]);
+    PyMem_Free(in);
+    PyMem_Free(out);
+    return res;
+}
+
+/* prog on args: inline into the innermost open trace, else run now. */
+static PyObject *call_program(oly_program *p, PyObject *const *args, Py_ssize_t n)
+{
+    if (n != oly_program_num_inputs(p)) {
+        PyErr_Format(PyExc_TypeError, "call_program: the program takes %d inputs, got %zd",
+                     oly_program_num_inputs(p), n);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        oly_aval a;
+        if (ext_aval_of(args[i], &a) < 0) return NULL;
+        const oly_aval *want = oly_program_input_aval(p, (int)i);
+        bool scalar_ok = a.rank == 0 && want->rank == 0 && !ext_is_tracer(args[i]) &&
+                         !ext_array_get(args[i]);
+        if (!scalar_ok && !oly_aval_equal(&a, want)) {
+            char g[256], w[256];
+            oly_aval_format(g, sizeof g, &a);
+            oly_aval_format(w, sizeof w, want);
+            PyErr_Format(PyExc_TypeError, "call_program: input %zd is %s, the program expects %s",
+                         i, g, w);
+            return NULL;
+        }
+    }
+    if (ext_trace_current()) return ext_trace_inline(p, args, n);
+    return run_eager(p, args, n);
+}
+
+static PyObject *py_call_program(PyObject *Py_UNUSED(m), PyObject *args)
+{
+    PyObject *po, *vals;
+    if (!PyArg_ParseTuple(args, "OO:call_program", &po, &vals)) return NULL;
+    oly_program *p = program_get(po);
+    if (!p) return NULL;
+    PyObject *seq = PySequence_Fast(vals, "call_program: args must be a sequence");
+    if (!seq) return NULL;
+    PyObject *r = call_program(p, PySequence_Fast_ITEMS(seq), PySequence_Fast_GET_SIZE(seq));
+    Py_DECREF(seq);
+    return r;
+}
+
+/* A program taking inputs of avals whose old input i is new input mapping[i]. */
+static PyObject *py_program_with_inputs(PyObject *Py_UNUSED(m), PyObject *args)
+{
+    PyObject *po, *avals, *mapping;
+    if (!PyArg_ParseTuple(args, "OOO:program_with_inputs", &po, &avals, &mapping)) return NULL;
+    oly_program *p = program_get(po);
+    if (!p) return NULL;
+    oly_aval *av = NULL;
+    Py_ssize_t n = 0;
+    int *map = NULL;
+    int n_in = oly_program_num_inputs(p), n_out = oly_program_num_outputs(p);
+    oly_atom *in = NULL, *newin = NULL, *out = NULL;
+    oly_builder *b = NULL;
+    PyObject *res = NULL;
+    if (parse_avals(avals, &av, &n) < 0) return NULL;
+    if (parse_ints(mapping, n_in, &map, "program_with_inputs mapping") < 0) goto done;
+    in = PyMem_Calloc((size_t)n_in + 1, sizeof *in);
+    newin = PyMem_Calloc((size_t)n + 1, sizeof *newin);
+    out = PyMem_Calloc((size_t)n_out + 1, sizeof *out);
+    if (!in || !newin || !out) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    oly_status s = oly_builder_new(&b);
+    for (Py_ssize_t i = 0; s == OLY_OK && i < n; i++) {
+        oly_var *v;
+        s = oly_builder_add_input(b, &av[i], &v);
+        if (s == OLY_OK) newin[i] = oly_atom_var(v);
+    }
+    if (s != OLY_OK) {
+        ext_raise(s);
+        goto done;
+    }
+    for (int i = 0; i < n_in; i++) {
+        if (map[i] < 0 || map[i] >= n ||
+            !oly_aval_equal(&av[map[i]], oly_program_input_aval(p, i))) {
+            PyErr_Format(PyExc_ValueError, "program_with_inputs: input %d maps to %d, which "
+                         "is out of range or of another aval", i, map[i]);
+            goto done;
+        }
+        in[i] = newin[map[i]];
+    }
+    s = oly__emit_inline(b, p, in, out);
+    oly_program *np_ = NULL;
+    if (s == OLY_OK) s = oly_builder_finish(b, out, n_out, &np_);
+    if (s != OLY_OK) {
+        ext_raise(s);
+        goto done;
+    }
+    res = program_wrap(np_);
+done:
+    oly_builder_free(b);
+    PyMem_Free(av);
+    PyMem_Free(map);
+    PyMem_Free(in);
+    PyMem_Free(newin);
+    PyMem_Free(out);
+    return res;
+}
+
+/* ---------------------------------------------------------------- binding with programs */
+
+static int collect_subs(PyObject *subs, oly_program ***out, Py_ssize_t *n)
+{
+    PyObject *seq = PySequence_Fast(subs, "subs must be a sequence of Programs");
+    if (!seq) return -1;
+    *n = PySequence_Fast_GET_SIZE(seq);
+    *out = PyMem_Calloc((size_t)*n + 1, sizeof **out);
+    if (!*out) {
+        Py_DECREF(seq);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < *n; i++) {
+        oly_program *p = program_get(PySequence_Fast_GET_ITEM(seq, i));
+        if (!p) {
+            PyMem_Free(*out);
+            *out = NULL;
+            Py_DECREF(seq);
+            return -1;
+        }
+        (*out)[i] = p; /* borrowed: seq's items keep them */
+    }
+    Py_DECREF(seq); /* the caller's subs object keeps the Programs alive */
+    return 0;
+}
+
+/* After a failed bind: the pending rule exception replaces the current one. */
+static PyObject *raise_status_if_pending(void)
+{
+    if (pending_exc) {
+        PyObject *e = pending_exc;
+        pending_exc = NULL;
+        PyErr_SetObject((PyObject *)Py_TYPE(e), e);
+        Py_DECREF(e);
+    }
+    return NULL;
+}
+
+static PyObject *bind_with(const oly_prim *p, const void *params, PyObject *vals,
+                           oly_program **subs, Py_ssize_t n_sub)
+{
+    PyObject *seq = PySequence_Fast(vals, "args must be a sequence");
+    if (!seq) return NULL;
+    PyObject *r = ext_bind(p, params, PySequence_Fast_ITEMS(seq), PySequence_Fast_GET_SIZE(seq),
+                           subs, (int)n_sub);
+    Py_DECREF(seq);
+    if (!r) return raise_status_if_pending();
+    return r;
+}
+
+static PyObject *py_bind_subs(PyObject *Py_UNUSED(m), PyObject *args)
+{
+    const char *name;
+    PyObject *vals, *params, *subs;
+    if (!PyArg_ParseTuple(args, "sOOO:bind_subs", &name, &vals, &params, &subs)) return NULL;
+    const oly_prim *p = oly_prim_lookup(name);
+    if (!p) {
+        PyErr_Format(PyExc_NotImplementedError, "the primitive '%s' is not available in this "
+                     "build", name);
+        return NULL;
+    }
+    int nf = 0;
+    size_t psize = 0;
+    oly_prim_fields(p, &nf, &psize);
+    void *pbuf = psize ? PyMem_Calloc(1, psize) : NULL;
+    oly_program **sv = NULL;
+    Py_ssize_t ns = 0;
+    PyObject *res = NULL;
+    if (psize && !pbuf) return PyErr_NoMemory();
+    if (ext_params_from_dict(p, params, pbuf) < 0) goto done;
+    if (collect_subs(subs, &sv, &ns) < 0) goto done;
+    res = bind_with(p, pbuf, vals, sv, ns);
+done:
+    PyMem_Free(pbuf);
+    PyMem_Free(sv);
+    return res;
+}
+
+/* ---------------------------------------------------------------- rule thunks */
+
+static int python_alive(void)
+{
+    if (!Py_IsInitialized()) return 0;
+#if PY_VERSION_HEX >= 0x030D0000
+    if (Py_IsFinalizing() && !PyGILState_Check()) return 0;
+#else
+    if (_Py_IsFinalizing() && !PyGILState_Check()) return 0;
+#endif
+    return 1;
+}
+
+static void rule_release(void *user)
+{
+    if (!user || !python_alive()) return;
+    PyGILState_STATE g = PyGILState_Ensure();
+    Py_DECREF((PyObject *)user);
+    PyGILState_Release(g);
+}
+
+/* Calls rule(avals, nz) -> Program. A Python exception becomes pending_exc
+ * (re-raised by the transform's caller) and a failure status. */
+static oly_status rule_trace(void *user, int n_in, const oly_aval *in_avals, const bool *nz,
+                             oly_program **out)
+{
+    PyGILState_STATE g = PyGILState_Ensure();
+    oly_status st = OLY_OK;
+    PyObject *avals = PyList_New(n_in), *nzl = NULL, *r = NULL;
+    if (!avals) goto fail;
+    for (int i = 0; i < n_in; i++) {
+        PyObject *t = aval_tuple(&in_avals[i]);
+        if (!t) goto fail;
+        PyList_SET_ITEM(avals, i, t);
+    }
+    nzl = bool_list(nz, n_in);
+    if (!nzl) goto fail;
+    r = PyObject_CallFunctionObjArgs((PyObject *)user, avals, nzl, NULL);
+    if (!r) goto fail;
+    oly_program *p = program_get(r);
+    if (!p) goto fail;
+    *out = oly_program_retain(p);
+    goto done;
+fail: {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (value && tb) PyException_SetTraceback(value, tb);
+    Py_XDECREF(type);
+    Py_XDECREF(tb);
+    Py_XSETREF(pending_exc, value);
+    st = oly_host_fail(OLY_ERR_CALLBACK, "a custom differentiation rule raised an exception");
+}
+done:
+    Py_XDECREF(avals);
+    Py_XDECREF(nzl);
+    Py_XDECREF(r);
+    PyGILState_Release(g);
+    return st;
+}
+
+static int make_thunk(const char *name, PyObject *rule, oly_thunk **out)
+{
+    if (!PyCallable_Check(rule)) {
+        PyErr_Format(PyExc_TypeError, "custom rule must be callable, got %R", rule);
+        return -1;
+    }
+    Py_INCREF(rule);
+    oly_status s = oly_thunk_new(name, rule_trace, rule, rule_release, out);
+    if (s != OLY_OK) {
+        Py_DECREF(rule);
+        ext_raise(s);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *py_custom_jvp_call(PyObject *Py_UNUSED(m), PyObject *args)
+{
+    const char *name;
+    PyObject *po, *rule, *vals;
+    if (!PyArg_ParseTuple(args, "sOOO:custom_jvp_call", &name, &po, &rule, &vals)) return NULL;
+    oly_program *p = program_get(po);
+    if (!p) return NULL;
+    const oly_prim *prim = oly_prim_lookup("custom_jvp_call");
+    if (!prim) {
+        PyErr_SetString(PyExc_NotImplementedError, "custom_jvp_call is not available");
+        return NULL;
+    }
+    oly_params_custom_jvp params;
+    memset(&params, 0, sizeof params);
+    params.name = name;
+    params.n_out = oly_program_num_outputs(p);
+    if (make_thunk(name, rule, &params.jvp) < 0) return NULL;
+    PyObject *r = bind_with(prim, &params, vals, &p, 1);
+    oly_thunk_release(params.jvp);
+    return r;
+}
+
+static PyObject *py_custom_vjp_call(PyObject *Py_UNUSED(m), PyObject *args)
+{
+    const char *name;
+    PyObject *po, *fwd, *bwd, *vals;
+    if (!PyArg_ParseTuple(args, "sOOOO:custom_vjp_call", &name, &po, &fwd, &bwd, &vals))
+        return NULL;
+    oly_program *p = program_get(po);
+    if (!p) return NULL;
+    const oly_prim *prim = oly_prim_lookup("custom_vjp_call");
+    if (!prim) {
+        PyErr_SetString(PyExc_NotImplementedError, "custom_vjp_call is not available");
+        return NULL;
+    }
+    oly_params_custom_vjp params;
+    memset(&params, 0, sizeof params);
+    params.name = name;
+    params.n_out = oly_program_num_outputs(p);
+    if (make_thunk(name, fwd, &params.fwd) < 0) return NULL;
+    if (make_thunk(name, bwd, &params.bwd) < 0) {
+        oly_thunk_release(params.fwd);
+        return NULL;
+    }
+    PyObject *r = bind_with(prim, &params, vals, &p, 1);
+    oly_thunk_release(params.fwd);
+    oly_thunk_release(params.bwd);
+    return r;
+}
+
+/* ---------------------------------------------------------------- module */
+
+PyMethodDef ext_transform_methods[] = {
+    {"trace", py_trace, METH_VARARGS,
+     "trace(fun, avals) -> (Program, captured): fun(*tracers) returns a sequence of leaves; "
+     "captured lists the outer values lifted into extra trailing inputs"},
+    {"vmap_program", py_vmap_program, METH_VARARGS,
+     "vmap_program(prog, in_axes, axis_size, out_axes) -> Program (-1: not batched)"},
+    {"jvp_program", py_jvp_program, METH_VARARGS,
+     "jvp_program(prog, nz_in) -> (Program, nz_out)"},
+    {"linearize_program", py_linearize_program, METH_VARARGS,
+     "linearize_program(prog, nz_in) -> (primal, linear, n_res, nz_out)"},
+    {"transpose_program", py_transpose_program, METH_VARARGS,
+     "transpose_program(linear, n_res) -> Program"},
+    {"dce_program", py_dce_program, METH_O, "dce_program(prog) -> Program"},
+    {"call_program", py_call_program, METH_VARARGS,
+     "call_program(prog, args) -> tuple: inline into the open trace, else run now"},
+    {"program_with_inputs", py_program_with_inputs, METH_VARARGS,
+     "program_with_inputs(prog, avals, mapping) -> Program taking inputs of avals; old input i "
+     "is new input mapping[i]"},
+    {"bind_subs", py_bind_subs, METH_VARARGS,
+     "bind_subs(name, args, params, subs) -> tuple: bind a primitive holding programs"},
+    {"custom_jvp_call", py_custom_jvp_call, METH_VARARGS,
+     "custom_jvp_call(name, prog, jvp_rule, args) -> tuple; jvp_rule(avals, nz) -> Program"},
+    {"custom_vjp_call", py_custom_vjp_call, METH_VARARGS,
+     "custom_vjp_call(name, prog, fwd_rule, bwd_rule, args) -> tuple"},
+    {NULL, NULL, 0, NULL},
+};
+
+int ext_transform_init(PyObject *module)
+{
+    Program_Type = (PyTypeObject *)PyType_FromSpec(&Program_spec);
+    if (!Program_Type) return -1;
+    if (PyModule_AddObjectRef(module, "Program", (PyObject *)Program_Type) < 0) return -1;
+    return 0;
+}
