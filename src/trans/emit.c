@@ -132,8 +132,9 @@ oly_status oly__emit_broadcast_to(oly_builder *b, oly_atom x, const oly_aval *sh
 {
     oly_aval a = oly__atom_aval(&x);
     if (a.rank > shape->rank)
-        return oly__error(OLY_ERR_SHAPE, "broadcast_to: rank %d operand cannot broadcast to rank %d",
-                          a.rank, shape->rank);
+        return oly__error(OLY_ERR_SHAPE,
+                          "broadcast_to: rank %d operand cannot broadcast to rank %d", a.rank,
+                          shape->rank);
     bool same = a.rank == shape->rank;
     int lead = shape->rank - a.rank;
     oly_ints dims = oly__ints(0, NULL);
@@ -143,7 +144,8 @@ oly_status oly__emit_broadcast_to(oly_builder *b, oly_atom x, const oly_aval *sh
         int64_t want = shape->dims[lead + i];
         if (a.dims[i] != want && a.dims[i] != 1)
             return oly__error(OLY_ERR_SHAPE,
-                              "broadcast_to: operand dimension %d has size %lld, expected 1 or %lld",
+                              "broadcast_to: operand dimension %d has size %lld, expected 1 or "
+                              "%lld",
                               i, (long long)a.dims[i], (long long)want);
         if (a.dims[i] != want) same = false;
     }

@@ -12,14 +12,15 @@
  *                       each alone (exercises symbolic-zero tangents). Write
  *                       these cases in float64 (tolerance ~1e-6 relative);
  *                       float32 cases get a loose tolerance.
- *   rc_check_transpose  linearize then transpose: <ct, L v> == <L^T ct, v>,
- *                       and L v equals the jvp's tangent. When the case marks
+ *   rc_check_transpose  linearize then transpose: <ct, L v> == <L^T ct, v>
+ *                       (complex: the real part of the bilinear pairing),
+ *                       L(0) == 0, and L v equals the jvp's tangent. When the case marks
  *                       inputs `linear`, the primitive's own transpose rule is
  *                       also checked directly with the other inputs as residuals.
  *   rc_check_all        what applies: vmap, and jvp + transpose when some
  *                       input is differentiable (minus what `skip` says).
  *
- * On failure each prints the case ("rulecheck sin(f64[3,4]) vmap in_axes=(0)")
+ * On failure each prints the case ("rulecheck sin(f64[3,4]) vmap in_axes=(0) ...")
  * and the first discrepancy, sets oly_test_failed and returns false.
  *
  * Use inside a TEST:

@@ -538,7 +538,8 @@ TEST(trans_vmap_constants_literals_nested)
                     "    f:f64[3,2,4] = r_mul d e\n"
                     "    g:f64[3,2,4] = r_add f 2.0:f64[]\n"
                     "    h:f64[2,3,4] = transpose[permutation=(1, 0, 2)] g\n"
-                    "    i:f64[3] = broadcast_in_dim[shape=(3,) broadcast_dimensions=()] 2.0:f64[]\n"
+                    "    i:f64[3] = broadcast_in_dim[shape=(3,) broadcast_dimensions=()] "
+                    "2.0:f64[]\n"
                     "  in (h, i) }");
     double xv[24];
     for (int i = 0; i < 24; i++) xv[i] = 0.25 * i - 3;
@@ -884,6 +885,16 @@ TEST(trans_rulecheck_passes_good_rules)
     CHECK(rc_check_all(&sum_case));
     rc_case f32_case = {.row = &r_sin, .n_in = 1, .in = {RC_F32(5)}};
     CHECK(rc_check_all(&f32_case));
+    rc_case c128_case = {.row = &r_mul, .n_in = 2,
+                         .in = {RC_AVAL(OLY_COMPLEX128, 3), RC_AVAL(OLY_COMPLEX128, 3)},
+                         .linear = {true, false}};
+    CHECK(rc_check_all(&c128_case));
+    rc_case csin_case = {.row = &r_sin, .n_in = 1, .in = {RC_AVAL(OLY_COMPLEX128, 2)}};
+    CHECK(rc_check_all(&csin_case));
+    /* integer inputs are not differentiated; vmap still checked */
+    rc_case int_case = {.row = &r_mul, .n_in = 2,
+                        .in = {RC_AVAL(OLY_INT32, 2, 2), RC_AVAL(OLY_INT32, 2, 2)}};
+    CHECK(rc_check_all(&int_case));
 }
 
 TEST(trans_rulecheck_catches_bad_rules)
