@@ -677,9 +677,8 @@ CUM_ROW(cummin, R_MIN)
  * around it. JVPs follow JAX: reduce_max/min put the tangent where the extremum
  * is, ties split evenly; reduce_prod multiplies each tangent by the product of
  * the other elements (exclusive prefix x suffix products, so zeros are fine).
- * cumprod/cummax/cummin have no associative-scan JVP here: they build the
- * (n, n) matrix of prefix contributions along the scanned axis (O(n^2) work and
- * memory in that axis' length), which is exact with zeros. */
+ * cumprod/cummax/cummin use doubling scans along the scanned axis (log2 n
+ * steps of shifted slices), exact with zeros and splitting ties evenly. */
 
 static oly_aval in_aval_of(const oly_eqn *e, int i) { return oly__atom_aval(&e->in[i]); }
 
@@ -881,62 +880,33 @@ static oly_status reduce_chooser_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const
     return OLY_OK;
 }
 
-/* The scanned axis moved last: perm, its inverse, and the (..., n, n) shape of
- * the contribution matrix M[..., j, k] (j: source element, k: output element). */
-typedef struct scan_view {
-    int rank;              /* of x */
-    int64_t n;             /* scanned length */
-    oly_ints perm, inv, big;
-} scan_view;
-
-static oly_status scan_view_make(const oly_aval *x, const oly_params_cumulative *p,
-                                 const char *who, scan_view *v)
+/* v shifted by s along axis, filled with fill: element k gets v[k - s] (v[k + s]
+ * when reverse). Needs 0 < s < the axis' length. */
+static oly_status shift_along(oly_builder *b, oly_atom v, const oly_aval *a, int axis, int64_t s,
+                              bool reverse, oly_atom fill, oly_atom *out)
 {
-    if (x->rank >= OLY_MAX_RANK)
-        return oly__error(OLY_ERR_UNSUPPORTED,
-                          "%s: the JVP needs rank %d, above the maximum %d", who, x->rank + 1,
-                          OLY_MAX_RANK);
-    int64_t axis = norm_ax(p->axis, x->rank);
-    v->rank = x->rank;
-    v->n = x->dims[axis];
-    v->perm = (oly_ints){.n = 0};
-    for (int d = 0; d < x->rank; d++)
-        if (d != axis) v->perm.v[v->perm.n++] = d;
-    v->perm.v[v->perm.n++] = axis;
-    v->inv = (oly_ints){.n = x->rank};
-    for (int i = 0; i < x->rank; i++) v->inv.v[v->perm.v[i]] = i;
-    v->big = (oly_ints){.n = x->rank + 1};
-    for (int i = 0; i < x->rank; i++) v->big.v[i] = x->dims[v->perm.v[i]];
-    v->big.v[x->rank] = v->n;
-    return OLY_OK;
+    int64_t n = a->dims[axis];
+    oly_params_slice sl;
+    oly_params_pad pd;
+    memset(&sl, 0, sizeof sl);
+    memset(&pd, 0, sizeof pd);
+    sl.start_indices.n = sl.limit_indices.n = a->rank;
+    pd.lo.n = pd.hi.n = pd.interior.n = a->rank;
+    for (int d = 0; d < a->rank; d++) sl.limit_indices.v[d] = a->dims[d];
+    sl.start_indices.v[axis] = reverse ? s : 0;
+    sl.limit_indices.v[axis] = reverse ? n : n - s;
+    if (reverse)
+        pd.hi.v[axis] = s;
+    else
+        pd.lo.v[axis] = s;
+    oly_atom args[2] = {v, fill};
+    OLY_TRY(emit1(b, &oly__prim_slice, v, &sl, &args[0]));
+    return oly__emit(b, &oly__prim_pad, args, 2, &pd, NULL, 0, out);
 }
 
-/* y (scanned axis last) broadcast into the matrix along j (along_j) or k. */
-static oly_status scan_spread(oly_builder *b, const scan_view *v, oly_atom y, bool along_j,
-                              oly_atom *out)
-{
-    oly_ints dims = oly__ints_range(v->rank);
-    if (!along_j) dims.v[v->rank - 1] = v->rank;
-    return oly__emit_broadcast_in_dim(b, y, &v->big, &dims, out);
-}
-
-/* A bool (n, n) mask over (j, k) broadcast to the matrix: cmp(iota_j, iota_k). */
-static oly_status scan_mask(oly_builder *b, const scan_view *v, const oly_prim *cmp,
-                            oly_atom *out)
-{
-    oly_params_iota i0 = {.dtype = OLY_INT32, .shape = {.n = 2, .v = {v->n, v->n}}, .dimension = 0};
-    oly_params_iota i1 = i0;
-    i1.dimension = 1;
-    oly_atom a, c, m;
-    OLY_TRY(oly__emit(b, &oly__prim_iota, NULL, 0, &i0, NULL, 0, &a));
-    OLY_TRY(oly__emit(b, &oly__prim_iota, NULL, 0, &i1, NULL, 0, &c));
-    OLY_TRY(oly__emit_bin(b, cmp, a, c, &m));
-    oly_ints dims = {.n = 2, .v = {v->rank - 1, v->rank}};
-    return oly__emit_broadcast_in_dim(b, m, &v->big, &dims, out);
-}
-
-/* cumprod: y'_k = sum_{j in prefix(k)} t_j prod_{i in prefix(k), i != j} x_i, with
- * the inner products a cumprod over rows A[j, i] = (i == j ? 1 : x_i). */
+/* cumprod: the tangent obeys dy_k = x_k dy_{k-1} + y_{k-1} t_k, a linear
+ * recurrence solved by a doubling scan over the maps h -> A h + B (log2 n
+ * steps; no division, so zeros are fine). */
 static oly_status cumprod_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
                               const oly_atom *tangent, const bool *tan_nz, oly_atom *primal_out,
                               oly_atom *tangent_out, bool *out_nz)
@@ -947,33 +917,34 @@ static oly_status cumprod_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_at
     out_nz[0] = false;
     if (!tan_nz[0]) return OLY_OK;
     oly_aval x = oly__atom_aval(&primal[0]);
-    scan_view v;
-    OLY_TRY(scan_view_make(&x, p, "cumprod", &v));
-    oly_aval big;
-    OLY_TRY(oly_aval_make(x.dtype, v.big.n, v.big.v, &big));
-    oly_atom xt, tt, xb, tb, ident, tri, ones, zero, a, c, prod, m, s;
-    OLY_TRY(emit_perm(b, primal[0], &v.perm, &xt));
-    OLY_TRY(emit_perm(b, tangent[0], &v.perm, &tt));
-    OLY_TRY(scan_spread(b, &v, xt, false, &xb));  /* x_i along the last axis */
-    OLY_TRY(scan_spread(b, &v, tt, true, &tb));   /* t_j along rows */
-    OLY_TRY(scan_mask(b, &v, &oly__prim_eq, &ident));
-    OLY_TRY(scan_mask(b, &v, p->reverse ? &oly__prim_ge : &oly__prim_le, &tri));
-    OLY_TRY(oly__emit_full(b, &big, 1.0, &ones));
-    OLY_TRY(oly__emit_full(b, &big, 0.0, &zero));
-    OLY_TRY(oly__emit_select(b, ident, xb, ones, &a));
-    oly_params_cumulative q = {.axis = v.rank, .reverse = p->reverse};
-    OLY_TRY(emit1(b, &oly__prim_cumprod, a, &q, &c));
-    OLY_TRY(oly__emit_bin(b, &oly__prim_mul, c, tb, &prod));
-    OLY_TRY(oly__emit_select(b, tri, zero, prod, &m));
-    oly_ints rows = {.n = 1, .v = {v.rank - 1}};
-    OLY_TRY(oly__emit_reduce_sum(b, m, &rows, &s));
-    OLY_TRY(emit_perm(b, s, &v.inv, tangent_out));
+    int axis = (int)norm_ax(p->axis, x.rank);
+    int64_t n = x.dims[axis];
+    bool rev = p->reverse;
+    oly_atom one, zero, a = primal[0], bb = tangent[0], t1, t2;
+    OLY_TRY(scalar_full(b, x.dtype, 1.0, &one));
+    OLY_TRY(scalar_full(b, x.dtype, 0.0, &zero));
+    if (n > 1) { /* b_k = y_{k-1} t_k (y_{-1} = 1) */
+        OLY_TRY(shift_along(b, *primal_out, &x, axis, 1, rev, one, &t1));
+        OLY_TRY(oly__emit_bin(b, &oly__prim_mul, t1, tangent[0], &bb));
+    }
+    for (int64_t s = 1; s < n; s *= 2) {
+        /* (A, B)[k] <- (A[k] A[k-s], A[k] B[k-s] + B[k]) */
+        OLY_TRY(shift_along(b, bb, &x, axis, s, rev, zero, &t1));
+        OLY_TRY(oly__emit_bin(b, &oly__prim_mul, a, t1, &t2));
+        OLY_TRY(oly__emit_bin(b, &oly__prim_add, bb, t2, &bb));
+        if (2 * s < n) {
+            OLY_TRY(shift_along(b, a, &x, axis, s, rev, one, &t1));
+            OLY_TRY(oly__emit_bin(b, &oly__prim_mul, a, t1, &a));
+        }
+    }
+    *tangent_out = bb;
     out_nz[0] = true;
     return OLY_OK;
 }
 
-/* cummax/cummin: the tangent of the elements of the prefix equal to the running
- * extremum, ties split evenly (reduce_max's rule on every prefix). */
+/* cummax/cummin: the mean tangent of the prefix elements equal to the running
+ * extremum (reduce_max's rule on every prefix), by a doubling scan over
+ * (extremum, tangent sum, count): the strictly better side wins, ties add. */
 static oly_status cumchooser_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
                                  const oly_atom *tangent, const bool *tan_nz,
                                  oly_atom *primal_out, oly_atom *tangent_out, bool *out_nz)
@@ -984,25 +955,29 @@ static oly_status cumchooser_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly
     out_nz[0] = false;
     if (!tan_nz[0]) return OLY_OK;
     oly_aval x = oly__atom_aval(&primal[0]);
-    scan_view v;
-    OLY_TRY(scan_view_make(&x, p, eqn->prim->name, &v));
-    oly_atom xt, yt, tt, xb, yb, tb, eqm, tri, m, mf, cnt, tm, num, s;
-    OLY_TRY(emit_perm(b, primal[0], &v.perm, &xt));
-    OLY_TRY(emit_perm(b, *primal_out, &v.perm, &yt));
-    OLY_TRY(emit_perm(b, tangent[0], &v.perm, &tt));
-    OLY_TRY(scan_spread(b, &v, xt, true, &xb));
-    OLY_TRY(scan_spread(b, &v, yt, false, &yb));
-    OLY_TRY(scan_spread(b, &v, tt, true, &tb));
-    OLY_TRY(oly__emit_bin(b, &oly__prim_eq, xb, yb, &eqm));
-    OLY_TRY(scan_mask(b, &v, p->reverse ? &oly__prim_ge : &oly__prim_le, &tri));
-    OLY_TRY(oly__emit_bin(b, &oly__prim_and, eqm, tri, &m));
-    OLY_TRY(oly__emit_convert(b, m, x.dtype, &mf));
-    oly_ints rows = {.n = 1, .v = {v.rank - 1}};
-    OLY_TRY(oly__emit_reduce_sum(b, mf, &rows, &cnt));
-    OLY_TRY(oly__emit_bin(b, &oly__prim_mul, tb, mf, &tm));
-    OLY_TRY(oly__emit_reduce_sum(b, tm, &rows, &num));
-    OLY_TRY(oly__emit_bin(b, &oly__prim_div, num, cnt, &s));
-    OLY_TRY(emit_perm(b, s, &v.inv, tangent_out));
+    int axis = (int)norm_ax(p->axis, x.rank);
+    int64_t n = x.dims[axis];
+    bool rev = p->reverse, is_max = eqn->prim == &oly__prim_cummax;
+    oly_atom worst, zero, m = primal[0], sum = tangent[0], cnt;
+    OLY_TRY(scalar_full(b, x.dtype, is_max ? -INFINITY : INFINITY, &worst));
+    OLY_TRY(scalar_full(b, x.dtype, 0.0, &zero));
+    OLY_TRY(oly__emit_full(b, &x, 1.0, &cnt));
+    for (int64_t s = 1; s < n; s *= 2) {
+        oly_atom m2, s2, c2, better, tie, ss, cc;
+        OLY_TRY(shift_along(b, m, &x, axis, s, rev, worst, &m2));
+        OLY_TRY(shift_along(b, sum, &x, axis, s, rev, zero, &s2));
+        OLY_TRY(shift_along(b, cnt, &x, axis, s, rev, zero, &c2));
+        OLY_TRY(oly__emit_bin(b, is_max ? &oly__prim_gt : &oly__prim_lt, m2, m, &better));
+        OLY_TRY(oly__emit_bin(b, &oly__prim_eq, m2, m, &tie));
+        OLY_TRY(oly__emit_bin(b, &oly__prim_add, sum, s2, &ss));
+        OLY_TRY(oly__emit_bin(b, &oly__prim_add, cnt, c2, &cc));
+        OLY_TRY(oly__emit_select(b, tie, sum, ss, &ss));
+        OLY_TRY(oly__emit_select(b, tie, cnt, cc, &cc));
+        OLY_TRY(oly__emit_select(b, better, ss, s2, &sum));
+        OLY_TRY(oly__emit_select(b, better, cc, c2, &cnt));
+        if (2 * s < n) OLY_TRY(oly__emit_select(b, better, m, m2, &m));
+    }
+    OLY_TRY(oly__emit_bin(b, &oly__prim_div, sum, cnt, tangent_out));
     out_nz[0] = true;
     return OLY_OK;
 }

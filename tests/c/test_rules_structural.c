@@ -186,6 +186,15 @@ static const rcase cases[] = {
     {"cummin_1", &oly__prim_cummin, P(oly_params_cumulative, .axis = -1), 1, {"f64[2,3,4]"}, 0},
     {"cummin_rev", &oly__prim_cummin, P(oly_params_cumulative, .axis = 1, .reverse = true), 1,
      {"f64[3,4]"}, 0},
+    {"cumprod_long_zeros", &oly__prim_cumprod, P(oly_params_cumulative, .axis = 1), 1,
+     {"f64[2,9]"}, ZEROS},
+    {"cumprod_long_rev", &oly__prim_cumprod, P(oly_params_cumulative, .axis = 0, .reverse = true),
+     1, {"f64[11]"}, 0},
+    {"cummax_long", &oly__prim_cummax, P(oly_params_cumulative, .axis = 0), 1, {"f64[9,2]"}, 0},
+    {"cummin_long_rev", &oly__prim_cummin, P(oly_params_cumulative, .axis = 0, .reverse = true),
+     1, {"f64[11]"}, 0},
+    {"cumprod_len1", &oly__prim_cumprod, P(oly_params_cumulative, .axis = 1), 1, {"f64[3,1]"}, 0},
+    {"cummax_empty", &oly__prim_cummax, P(oly_params_cumulative, .axis = 0), 1, {"f64[0,2]"}, 0},
     {"cumsum_i32", &oly__prim_cumsum, P(oly_params_cumulative, .axis = 0), 1, {"i32[4]"}, 0},
     /* dot_general */
     {"dot_matmul", &oly__prim_dot_general,
@@ -488,6 +497,54 @@ TEST(rstruct_pad_batched_value)
         oly_array_release(x);
         oly_array_release(pv);
     }
+    oly_program_release(v);
+    oly_program_release(p);
+}
+
+/* Batched dot_general is one dot_general: the batch axis becomes a batch
+ * dimension (both sides) or stays a free one (one side), never a transpose or
+ * a broadcast. */
+TEST(rstruct_dot_general_batch_is_one_eqn)
+{
+    oly_params_dot_general mm = {.lhs_contracting = INTS(1), .rhs_contracting = INTS(0)};
+    oly_aval in[2] = {tu_aval(OLY_FLOAT32, 2, (int64_t[]){2, 3}),
+                      tu_aval(OLY_FLOAT32, 2, (int64_t[]){3, 4})};
+    oly_program *p = one_eqn(&oly__prim_dot_general, &mm, 2, in);
+    /* in_axes, out_axes, and the result's shape */
+    static const struct {
+        int in_axes[2], out_axis;
+        int64_t dims[3];
+    } pats[] = {
+        {{0, 0}, 0, {5, 2, 4}},
+        {{0, OLY_NOT_MAPPED}, 0, {5, 2, 4}},
+        {{2, OLY_NOT_MAPPED}, 1, {2, 5, 4}},
+        {{OLY_NOT_MAPPED, 2}, 2, {2, 4, 5}},
+        {{OLY_NOT_MAPPED, 1}, 1, {2, 5, 4}},
+        {{1, 2}, 0, {5, 2, 4}},
+    };
+    for (int k = 0; p && k < OLY_ARRAY_LEN(pats); k++) {
+        oly_program *v = NULL;
+        CHECK_OK(oly_program_vmap(p, pats[k].in_axes, 5, &pats[k].out_axis, &v));
+        if (!v) continue;
+        CHECK_EQ(oly_program_num_eqns(v), 1);
+        const oly_aval *o = oly_program_output_aval(v, 0);
+        for (int d = 0; d < 3; d++) CHECK_EQ(o->dims[d], pats[k].dims[d]);
+        oly_program_release(v);
+    }
+    oly_program_release(p);
+}
+
+/* Batching that would pass the maximum rank fails with a message, no crash. */
+TEST(rstruct_batch_rank_limit)
+{
+    oly_params_broadcast_in_dim bd = {.broadcast_dimensions = INTS(15)};
+    bd.shape.n = OLY_MAX_RANK;
+    for (int d = 0; d < OLY_MAX_RANK; d++) bd.shape.v[d] = d == 15 ? 2 : 1;
+    oly_aval in = tu_aval(OLY_FLOAT64, 1, (int64_t[]){2});
+    oly_program *p = one_eqn(&oly__prim_broadcast_in_dim, &bd, 1, &in), *v = NULL;
+    int axis = 0, oax = 0;
+    if (p) CHECK_ERR(oly_program_vmap(p, &axis, 3, &oax, &v), OLY_ERR_UNSUPPORTED, "rank 17");
+    CHECK(v == NULL);
     oly_program_release(v);
     oly_program_release(p);
 }
