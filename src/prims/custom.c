@@ -10,7 +10,8 @@
  *                    equation (residuals, tangents) -> output tangents.
  *   custom_lin       linear stand-in holding bwd; its transpose traces bwd and
  *                    emits it. It has no meaning in forward mode: running it is
- *                    the "can't apply forward-mode autodiff" error.
+ *                    the "can't apply forward-mode autodiff" error. Under vmap
+ *                    every input is batched and bwd is wrapped.
  * Under vmap the primal program is batched and the thunks are wrapped so that
  * the programs they return are batched the same way (lazily too). */
 #include "trans/trans.h"
@@ -649,6 +650,50 @@ done:
     return st;
 }
 
+/* Every input moved to axis 0 (broadcast where unbatched; zero placeholders
+ * stay literals); bwd wrapped so its program takes and gives batched values. */
+static oly_status clin_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                             const int *in_bdim, oly_atom *out, int *out_bdim)
+{
+    const oly_params_custom_lin *pc = eqn->params;
+    int r = (int)pc->n_res, n = pc->n_in, m = pc->n_out;
+    oly_atom *moved = oly__calloc((size_t)eqn->n_in + 1, sizeof *moved);
+    oly_aval *avals = oly__calloc((size_t)n + (size_t)m + 1, sizeof *avals);
+    bool *mapped = oly__calloc((size_t)n + 1, sizeof *mapped);
+    oly_thunk *bwd = NULL;
+    oly_status st = moved && avals && mapped ? OLY_OK : OLY_ERR_NOMEM;
+    for (int k = 0; k < eqn->n_in && st == OLY_OK; k++) {
+        moved[k] = in[k];
+        bool placeholder = k >= r && in[k].kind == OLY_ATOM_LIT;
+        if (!placeholder) st = oly__batch_move(ctx, in[k], in_bdim[k], 0, &moved[k]);
+    }
+    for (int i = 0; i < n + m && st == OLY_OK; i++) {
+        const oly_aval *a = i < n ? &pc->in_avals[i] : &pc->out_avals[i - n];
+        if (a->rank >= OLY_MAX_RANK) {
+            st = oly__error(OLY_ERR_SHAPE, "custom_lin: rank %d + a batch axis exceeds %d",
+                            a->rank, OLY_MAX_RANK);
+            break;
+        }
+        avals[i] = *a;
+        avals[i].rank = a->rank + 1;
+        avals[i].dims[0] = ctx->size;
+        memcpy(avals[i].dims + 1, a->dims, (size_t)a->rank * sizeof a->dims[0]);
+    }
+    for (int i = 0; i < n; i++) mapped[i] = true;
+    if (st == OLY_OK) st = wrap_thunk(WRAP_BWD, pc->bwd, n, m, mapped, ctx->size, &bwd);
+    if (st == OLY_OK) {
+        oly_params_custom_lin np = {.n_res = r, .bwd = bwd, .in_avals = avals, .n_in = n,
+                                    .out_avals = avals + n, .n_out = m};
+        st = oly__emit(ctx->b, eqn->prim, moved, eqn->n_in, &np, NULL, 0, out);
+    }
+    for (int j = 0; j < m && st == OLY_OK; j++) out_bdim[j] = 0;
+    oly_thunk_release(bwd);
+    free(moved);
+    free(avals);
+    free(mapped);
+    return st;
+}
+
 const oly_prim oly__prim_custom_lin = {
     .name = "custom_lin",
     .n_in = -1,
@@ -658,5 +703,6 @@ const oly_prim oly__prim_custom_lin = {
     .n_fields = OLY_ARRAY_LEN(clin_fields),
     .shape = clin_shape,
     .kernel = clin_kernel,
+    .batch = clin_batch,
     .transpose = clin_transpose,
 };

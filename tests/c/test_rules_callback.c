@@ -252,6 +252,9 @@ TEST(rules_cb_vmap_pure_nested)
         CHECK_EQ(r.calls, expand ? 1 : 6);
         if (expand) CHECK(arg_is(&r, 0, 0, 3, d323));
         else CHECK(arg_is(&r, 5, 0, 1, D3));
+        /* x[i, j] starts at 3 (2 i + j): the inner vmap's loop (j) is outermost */
+        static const double order[] = {0, 6, 12, 3, 9, 15};
+        for (int c = 0; !expand && c < 6 && c < r.calls; c++) CHECK_EQ(r.first[c], order[c]);
         if (out) {
             double want[18];
             for (int i = 0; i < 18; i++) want[i] = 2 * i;
@@ -1280,4 +1283,121 @@ TEST(rules_cb_rulecheck_custom_jvp)
     CHECK(traced > 0);
     oly_thunk_release(th);
     oly_program_release(sub);
+}
+
+TEST(rules_cb_custom_lin_vmap_then_transpose)
+{
+    /* The linear program of h (a custom_lin holding bwd), vmapped over its
+     * tangents with the residuals unbatched, then transposed: bwd per element. */
+    vjp_rule rule = {0};
+    oly_aval a = tu_aval(OLY_FLOAT32, 0, NULL);
+    oly_program *p = h_prog(&rule, &a), *primal = NULL, *lin = NULL, *v = NULL, *t = NULL;
+    bool nz[2] = {true, true}, nz_out[1];
+    int n_res = 0;
+    CHECK_OK(oly_program_linearize(p, nz, &primal, &lin, &n_res, nz_out));
+    CHECK_EQ(count_prim(lin, "custom_lin"), 1);
+    int in_axes[8], out_axes[1] = {0};
+    for (int i = 0; lin && i < lin->n_in && i < 8; i++) in_axes[i] = i < n_res ? -1 : 0;
+    if (lin) CHECK_OK(oly_program_vmap(lin, in_axes, 3, out_axes, &v));
+    if (v) CHECK_OK(oly_program_transpose(v, n_res, &t));
+    CHECK_EQ(rule.bwd_traced, 1);
+    if (primal && t) {
+        oly_array *args[2] = {tu_scalar(OLY_FLOAT32, 3), tu_scalar(OLY_FLOAT32, 5)};
+        oly_array *po[8] = {0}, *tin[8] = {0}, *g[2] = {0};
+        int np = oly_program_num_outputs(primal), k = 0;
+        CHECK_OK(run(primal, args, 2, po, np));
+        for (int i = 1; i < np; i++) tin[k++] = po[i];
+        oly_array *ct = tu_array(OLY_FLOAT32, 1, D3, (double[]){1, 2, 3});
+        tin[k++] = ct;
+        CHECK_OK(run(t, tin, k, g, 2));
+        if (g[0]) CHECK(tu_allclose(g[0], (double[]){50, 100, 150}, 3, 0, 0));
+        if (g[1]) CHECK(tu_allclose(g[1], (double[]){300, 600, 900}, 3, 0, 0));
+        release_all(g, 2);
+        oly_array_release(ct);
+        release_all(po, np);
+        release_all(args, 2);
+    }
+    oly_program_release(p);
+    oly_program_release(primal);
+    oly_program_release(lin);
+    oly_program_release(v);
+    oly_program_release(t);
+}
+
+/* A jvp rule whose program has the wrong tangent aval. */
+static oly_status bad_jvp_trace(void *user, int n_in, const oly_aval *in, const bool *nz,
+                                oly_program **out)
+{
+    oly_builder *b = NULL;
+    oly_var *x, *t;
+    oly_atom o[2];
+    OLY_TRY(oly_builder_new(&b));
+    oly_status st = oly_builder_add_input(b, &in[0], &x);
+    if (st == OLY_OK) st = oly_builder_add_input(b, &in[0], &t);
+    if (st == OLY_OK) {
+        o[0] = oly_atom_var(x);
+        st = oly__emit_convert(b, oly_atom_var(t), OLY_FLOAT64, &o[1]);
+    }
+    if (st == OLY_OK) st = oly_builder_finish(b, o, 2, out);
+    oly_builder_free(b);
+    return st;
+}
+
+TEST(rules_cb_custom_jvp_bad_rule_program)
+{
+    oly_aval a = tu_aval(OLY_FLOAT32, 0, NULL);
+    oly_builder *b = NULL;
+    oly_var *x;
+    oly_atom y;
+    oly_program *sub = exp_prog(&a), *p = NULL, *j = NULL;
+    oly_thunk *th = NULL;
+    CHECK_OK(oly_thunk_new("bad_jvp", bad_jvp_trace, NULL, NULL, &th));
+    CHECK_OK(oly_builder_new(&b));
+    CHECK_OK(oly_builder_add_input(b, &a, &x));
+    oly_atom xa = oly_atom_var(x);
+    oly_params_custom_jvp pc = {.name = "e", .n_out = 1, .jvp = th};
+    CHECK_OK(oly__emit(b, &oly__prim_custom_jvp_call, &xa, 1, &pc, &sub, 1, &y));
+    CHECK_OK(oly_builder_finish(b, &y, 1, &p));
+    oly_builder_free(b);
+    bool nz = true, nz_out = false;
+    CHECK_ERR(oly_program_jvp(p, &nz, &j, &nz_out), OLY_ERR_TYPE,
+              "custom_jvp_call e: jvp rule output 1 is f64[], expected f32[]");
+    CHECK(j == NULL);
+    oly_thunk_release(th);
+    oly_program_release(sub);
+    oly_program_release(p);
+}
+
+TEST(rules_cb_custom_jvp_nested_vmap_then_jvp)
+{
+    /* Two vmap levels wrap the thunk twice; one jvp traces the user's rule once. */
+    jvp_rule rule = {.scale = 3};
+    oly_aval a = tu_aval(OLY_FLOAT32, 0, NULL);
+    oly_program *p = g_prog(&rule, &a), *v1 = NULL, *v2 = NULL, *j = NULL;
+    int ax[1] = {0};
+    CHECK_OK(oly_program_vmap(p, ax, 2, ax, &v1));
+    if (v1) CHECK_OK(oly_program_vmap(v1, ax, 3, ax, &v2));
+    bool nz = true, nz_out = false;
+    if (v2) CHECK_OK(oly_program_jvp(v2, &nz, &j, &nz_out));
+    CHECK_EQ(rule.traced, 1);
+    if (j) {
+        double xv[6], tv[6], want_p[6], want_t[6];
+        for (int i = 0; i < 6; i++) {
+            xv[i] = 0.1 * i;
+            tv[i] = i + 1;
+            want_p[i] = exp(xv[i]);
+            want_t[i] = 3 * tv[i];
+        }
+        oly_array *args[2] = {tu_array(OLY_FLOAT32, 2, D32, xv), tu_array(OLY_FLOAT32, 2, D32, tv)};
+        oly_array *o[2] = {0};
+        CHECK_OK(run(j, args, 2, o, 2));
+        if (o[0]) CHECK(tu_allclose(o[0], want_p, 6, 1e-6, 0));
+        if (o[1]) CHECK(tu_allclose(o[1], want_t, 6, 1e-6, 0));
+        release_all(o, 2);
+        release_all(args, 2);
+    }
+    oly_program_release(p);
+    oly_program_release(v1);
+    oly_program_release(v2);
+    oly_program_release(j);
 }
