@@ -45,7 +45,9 @@ static int cond_num_outputs(const void *params, int n_in)
 static int while_num_outputs(const void *params, int n_in)
 {
     const oly_params_while *pw = params;
-    if (!pw || pw->cond_nconsts < 0 || pw->body_nconsts < 0) return -1;
+    if (!pw || pw->cond_nconsts < 0 || pw->body_nconsts < 0 || pw->cond_nconsts > n_in ||
+        pw->body_nconsts > n_in)
+        return -1;
     int64_t n = (int64_t)n_in - pw->cond_nconsts - pw->body_nconsts;
     return n < 0 ? -1 : (int)n;
 }
@@ -128,8 +130,8 @@ static oly_status while_shape(const oly_shape_ctx *ctx, oly_aval *out)
     if (ctx->n_sub != 2 || !ctx->sub || !ctx->sub[0] || !ctx->sub[1])
         return oly__error(OLY_ERR_INVALID,
                           "while: expected 2 nested programs (cond, body), got %d", ctx->n_sub);
-    if (pw->cond_nconsts < 0 || pw->body_nconsts < 0 ||
-        pw->cond_nconsts + pw->body_nconsts > ctx->n_in)
+    if (pw->cond_nconsts < 0 || pw->body_nconsts < 0 || pw->cond_nconsts > ctx->n_in ||
+        pw->body_nconsts > ctx->n_in || pw->cond_nconsts + pw->body_nconsts > ctx->n_in)
         return oly__error(OLY_ERR_INVALID,
                           "while: cond_nconsts %lld + body_nconsts %lld exceed the %d operands",
                           (long long)pw->cond_nconsts, (long long)pw->body_nconsts, ctx->n_in);
@@ -182,7 +184,8 @@ static oly_status scan_shape(const oly_shape_ctx *ctx, oly_aval *out)
     if (ps->length < 0)
         return oly__error(OLY_ERR_INVALID, "scan: length must be >= 0, got %lld",
                           (long long)ps->length);
-    if (ps->num_consts < 0 || ps->num_carry < 0 || ps->num_consts + ps->num_carry > ctx->n_in)
+    if (ps->num_consts < 0 || ps->num_carry < 0 || ps->num_consts > ctx->n_in ||
+        ps->num_carry > ctx->n_in || ps->num_consts + ps->num_carry > ctx->n_in)
         return oly__error(OLY_ERR_INVALID,
                           "scan: num_consts %lld + num_carry %lld exceed the %d operands",
                           (long long)ps->num_consts, (long long)ps->num_carry, ctx->n_in);
@@ -481,6 +484,16 @@ static oly_status wrap(oly_program *p, int n_in, const oly_aval *av, const int *
     free(po);
     free(wo);
     return s;
+}
+
+/* *p replaced by its DCE'd form (the old one stays kept in tp). */
+static oly_status dce_kept(tmp *tp, oly_program **p)
+{
+    oly_program *q = NULL;
+    OLY_TRY(oly_program_dce(*p, &q));
+    OLY_TRY(keep(tp, q));
+    *p = q;
+    return OLY_OK;
 }
 
 /* Input avals of p, in order, into av (room for p->n_in). */
@@ -1156,6 +1169,7 @@ static oly_status cond_pe(oly_pe_ctx *ctx, const oly_eqn *eqn, const oly_atom *k
         for (int i = 0; i < nki; i++) pin[i] = i;
         TRY(wrap(K[b], nki, av, pin, m, os, &K2[b]));
         TRY(keep(&t, K2[b]));
+        TRY(dce_kept(&t, &K2[b]));
     }
     /* Unknown branches: (index is separate) (R..., unknown ops) -> unknown outputs. */
     int nui = nops - nki;
@@ -1173,6 +1187,7 @@ static oly_status cond_pe(oly_pe_ctx *ctx, const oly_eqn *eqn, const oly_atom *k
         }
         TRY(wrap(U[b], nR + nui, av, pin, m, os, &U2[b]));
         TRY(keep(&t, U2[b]));
+        TRY(dce_kept(&t, &U2[b]));
     }
     oly_atom *kin, *kout, *uin, *uout;
     ALLOC(kin, 1 + nki);
@@ -1251,8 +1266,71 @@ static oly_status scan_pe(oly_pe_ctx *ctx, const oly_eqn *eqn, const oly_atom *k
     ALLOC(pos, no);
     int nko = 0, nuo = 0;
     for (int k = 0; k < no; k++) pos[k] = ou[k] ? nuo++ : nko++;
-    /* Known body: (kconsts, kcarry, kxs) -> (kcarry, kys, res, inst). */
-    int nkout = kc + ky + nres + ninst;
+    /* Loop-invariant residuals (depending on known consts only) are computed
+     * once before the loop and enter the unknown loop as consts instead of
+     * being stacked per iteration (an RNN's weights stay one copy). Not when
+     * the known body has effects: hoisting would run them again. */
+    bool *inv, *kflag, *kdep;
+    int *ridx; /* residual r's index among the hoisted or among the stacked */
+    ALLOC(inv, nres);
+    ALLOC(ridx, nres);
+    ALLOC(kflag, K->n_in);
+    ALLOC(kdep, K->n_out);
+    for (int i = kk; i < K->n_in; i++) kflag[i] = true;
+    TRY(depends(K, kflag, kdep));
+    /* A stacked residual that is a known xs slice itself passes that xs
+     * (xsrc: its operand index) rather than a copy made by the known loop. */
+    int *kidx, *xsrc;
+    ALLOC(kidx, K->n_in);
+    ALLOC(xsrc, nres);
+    for (int i = 0, q = 0; i < n; i++)
+        if (!un[i]) kidx[q++] = i;
+    int nh = 0, nsr = 0;
+    for (int r = 0; r < nres; r++) {
+        inv[r] = !K->effects && !kdep[nko + r];
+        ridx[r] = inv[r] ? nh++ : nsr++;
+        xsrc[r] = -1;
+        const oly_atom *ro = &K->out[nko + r];
+        for (int q = kk + kc; !inv[r] && ro->kind == OLY_ATOM_VAR && q < K->n_in; q++)
+            if (ro->var == K->in[q]) xsrc[r] = kidx[q];
+    }
+    oly_atom *hout;
+    ALLOC(hout, nh);
+    if (nh > 0) {
+        /* H: (kconsts) -> hoisted residuals; the loop-carried inputs read as
+         * zeros (the hoisted values do not depend on them) and are DCE'd. */
+        oly_builder *b = NULL;
+        oly_atom *hi, *ho, *hres;
+        oly_program *H = NULL, *H2 = NULL;
+        ALLOC(hi, K->n_in);
+        ALLOC(ho, K->n_out);
+        ALLOC(hres, nh);
+        TRY(oly_builder_new(&b));
+        for (int i = 0; i < K->n_in && s == OLY_OK; i++) {
+            if (i >= kk) {
+                s = oly__emit_full(b, &K->in[i]->aval, 0.0, &hi[i]);
+                continue;
+            }
+            oly_var *v;
+            s = oly_builder_add_input(b, &K->in[i]->aval, &v);
+            if (s == OLY_OK) hi[i] = oly_atom_var(v);
+        }
+        if (s == OLY_OK) s = oly__emit_inline(b, K, hi, ho);
+        for (int r = 0; r < nres; r++)
+            if (inv[r]) hres[ridx[r]] = ho[nko + r];
+        if (s == OLY_OK) s = oly_builder_finish(b, hres, nh, &H);
+        oly_builder_free(b);
+        if (s != OLY_OK) goto done;
+        TRY(keep(&t, H));
+        TRY(oly_program_dce(H, &H2));
+        TRY(keep(&t, H2));
+        int m = 0;
+        for (int i = 0; i < nk; i++)
+            if (!un[i]) hi[m++] = known_in[i];
+        TRY(oly__emit_inline(ctx->known, H2, hi, hout));
+    }
+    /* Known body: (kconsts, kcarry, kxs) -> (kcarry, kys, stacked res, inst). */
+    int nkout = kc + ky + nsr + ninst;
     src *os;
     oly_aval *av;
     int *pin;
@@ -1264,34 +1342,30 @@ static oly_status scan_pe(oly_pe_ctx *ctx, const oly_eqn *eqn, const oly_atom *k
         if (!un[nk + k]) os[m++] = from_out(pos[k]);
     for (int j = 0; j < ny; j++)
         if (!ou[nc + j]) os[m++] = from_out(pos[nc + j]);
-    for (int r = 0; r < nres; r++) os[m++] = from_out(nko + r);
+    for (int r = 0; r < nres; r++)
+        if (!inv[r] && xsrc[r] < 0) os[m++] = from_out(nko + r);
     for (int k = 0; k < nc; k++)
         if (un[nk + k] && !ou[k]) os[m++] = from_out(pos[k]);
+    nkout = m;
     in_avals(K, av);
     for (int i = 0; i < K->n_in; i++) pin[i] = i;
     oly_program *K2, *U2 = NULL;
     TRY(wrap(K, K->n_in, av, pin, nkout, os, &K2));
     TRY(keep(&t, K2));
-    /* Unknown body: (uconsts, ucarry, res, inst, uxs) -> (ucarry, uys); U takes
-     * (res, uconsts, ucarry, uxs). */
-    int nui = uk + ucn + nres + ninst + ux;
-    for (int i = 0; i < uk + ucn; i++) {
-        pin[nres + i] = i;
-        av[i] = U->in[nres + i]->aval;
-    }
-    for (int r = 0; r < nres; r++) {
-        pin[r] = uk + ucn + r;
-        av[uk + ucn + r] = U->in[r]->aval;
-    }
-    int ii = uk + ucn + nres;
-    for (int k = 0; k < nc; k++)
-        if (un[nk + k] && !ou[k]) av[ii++] = bp->in[nk + k]->aval;
-    for (int j = 0; j < ux; j++) {
-        pin[nres + uk + ucn + j] = ii + j;
-        av[ii + j] = U->in[nres + uk + ucn + j]->aval;
-    }
+    TRY(dce_kept(&t, &K2));
+    /* Unknown body: (uconsts, hoisted res, ucarry, stacked res, inst, uxs) ->
+     * (ucarry, uys); U takes (res, uconsts, ucarry, uxs). */
+    int o_h = uk, o_c = uk + nh, o_s = o_c + ucn, o_i = o_s + nsr, o_x = o_i + ninst;
+    int nui = o_x + ux;
+    for (int r = 0; r < nres; r++) pin[r] = inv[r] ? o_h + ridx[r] : o_s + ridx[r];
+    for (int i = 0; i < uk; i++) pin[nres + i] = i;
+    for (int k = 0; k < ucn; k++) pin[nres + uk + k] = o_c + k;
+    for (int j = 0; j < ux; j++) pin[nres + uk + ucn + j] = o_x + j;
+    for (int i = 0; i < U->n_in; i++) av[pin[i]] = U->in[i]->aval;
+    for (int k = 0, q = o_i; k < nc; k++)
+        if (un[nk + k] && !ou[k]) av[q++] = bp->in[nk + k]->aval;
     m = 0;
-    int inst = uk + ucn + nres;
+    int inst = o_i;
     for (int k = 0; k < nc; k++)
         if (un[nk + k]) os[m++] = ou[k] ? from_out(pos[k]) : from_in(inst++);
     for (int j = 0; j < ny; j++)
@@ -1299,6 +1373,7 @@ static oly_status scan_pe(oly_pe_ctx *ctx, const oly_eqn *eqn, const oly_atom *k
     if (any_unknown) {
         TRY(wrap(U, nui, av, pin, ucn + uy, os, &U2));
         TRY(keep(&t, U2));
+        TRY(dce_kept(&t, &U2));
     }
 
     oly_atom *kin, *kout, *uin, *uout;
@@ -1318,14 +1393,23 @@ static oly_status scan_pe(oly_pe_ctx *ctx, const oly_eqn *eqn, const oly_atom *k
     }
     if (any_unknown) {
         m = 0;
-        for (int i = 0; i < nk + nc; i++)
+        for (int i = 0; i < nk; i++)
             if (un[i]) TRY(as_unknown(ctx, known_in, unknown_in, unknown, i, &uin[m++]));
-        for (int r = 0; r < nres + ninst; r++)
-            TRY(oly__pe_residual(ctx, kout[kc + ky + r], &uin[m++]));
+        for (int h = 0; h < nh; h++) TRY(oly__pe_residual(ctx, hout[h], &uin[m++]));
+        for (int k = 0; k < nc; k++)
+            if (un[nk + k]) TRY(as_unknown(ctx, known_in, unknown_in, unknown, nk + k, &uin[m++]));
+        int ko = kc + ky;
+        for (int r = 0; r < nres; r++) {
+            if (inv[r]) continue;
+            oly_atom x = xsrc[r] >= 0 ? known_in[xsrc[r]] : kout[ko++];
+            TRY(oly__pe_residual(ctx, x, &uin[m + ridx[r]]));
+        }
+        m += nsr;
+        for (int q = 0; q < ninst; q++) TRY(oly__pe_residual(ctx, kout[ko++], &uin[m++]));
         for (int j = 0; j < nx; j++)
             if (un[nk + nc + j]) uin[m++] = unknown_in[nk + nc + j];
         oly_params_scan up = *ps;
-        up.num_consts = uk;
+        up.num_consts = uk + nh;
         up.num_carry = ucn;
         up.n_out = ucn + uy;
         TRY(oly__emit(ctx->unknown, eqn->prim, uin, m, &up, &U2, 1, uout));
@@ -1384,28 +1468,21 @@ static oly_status while_pe(oly_pe_ctx *ctx, const oly_eqn *eqn, const oly_atom *
      * (nothing known depends on them), then DCE'd away. */
     int nkb = 0;
     for (int i = 0; i < bn; i++) nkb += !unknown[cn + i];
-    oly_aval *av;
-    int *pin;
-    src *os;
     oly_program *c2, *b2, *c3, *b3;
-    ALLOC(av, cn + bn + nc);
-    ALLOC(pin, cn + bn + nc);
-    ALLOC(os, nc);
     {
         /* cond: inputs (cconsts, kcarry) */
         oly_builder *b = NULL;
-        oly_atom *w, *pi, po;
-        ALLOC(w, cn + kc);
+        oly_atom *pi, po;
         ALLOC(pi, cn + nc);
         TRY(oly_builder_new(&b));
-        for (int i = 0, m = 0; i < cn + nc && s == OLY_OK; i++) {
+        for (int i = 0; i < cn + nc && s == OLY_OK; i++) {
             if (i >= cn && uc[i - cn]) {
                 s = oly__emit_full(b, &cp->in[i]->aval, 0.0, &pi[i]);
                 continue;
             }
             oly_var *v;
             s = oly_builder_add_input(b, &cp->in[i]->aval, &v);
-            if (s == OLY_OK) pi[i] = w[m++] = oly_atom_var(v);
+            if (s == OLY_OK) pi[i] = oly_atom_var(v);
         }
         if (s == OLY_OK) s = oly__emit_inline(b, cp, pi, &po);
         if (s == OLY_OK) s = oly_builder_finish(b, &po, 1, &c2);
@@ -1414,7 +1491,6 @@ static oly_status while_pe(oly_pe_ctx *ctx, const oly_eqn *eqn, const oly_atom *
         TRY(keep(&t, c2));
         /* body: inputs (kbconsts, kcarry) -> kcarry */
         oly_atom *bo_;
-        ALLOC(w, nkb + kc);
         ALLOC(pi, bn + nc);
         ALLOC(bo_, nc);
         TRY(oly_builder_new(&b));

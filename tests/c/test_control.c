@@ -660,3 +660,177 @@ done:
     oly_program_release(j);
     oly_program_release(p);
 }
+
+/* while(n; c; i, acc): cond i < n; body (c; i, acc) -> (io_callback(i) + 1, acc + c). */
+static oly_program *io_while(oly_host_fn *h, bool ordered)
+{
+    oly_builder *b = start();
+    oly_atom n = in_(b, av(OLY_INT32, 0, 0)), i = in_(b, av(OLY_INT32, 0, 0));
+    (void)in_(b, av(OLY_FLOAT32, 0, 0));
+    oly_atom pr = op(b, &oly__prim_lt, i, n);
+    oly_program *cp = fin(b, &pr, 1);
+    b = start();
+    oly_atom c = in_(b, av(OLY_FLOAT32, 0, 0));
+    i = in_(b, av(OLY_INT32, 0, 0));
+    oly_atom acc = in_(b, av(OLY_FLOAT32, 0, 0));
+    oly_aval ra = av(OLY_INT32, 0, 0);
+    oly_params_callback pc = {.callback = h, .result_avals = &ra, .n_results = 1,
+                              .ordered = ordered};
+    oly_var *y = NULL;
+    CHECK_OK(oly_builder_append(b, &oly__prim_io_callback, &i, 1, &pc, NULL, 0, &y, 1, NULL));
+    oly_atom o[2] = {op(b, &oly__prim_add, oly_atom_var(y), lit(OLY_INT32, 1)),
+                     op(b, &oly__prim_add, acc, c)};
+    oly_program *bp = fin(b, o, 2);
+    oly_program *subs[2] = {cp, bp};
+    oly_aval a[4] = {av(OLY_INT32, 0, 0), av(OLY_FLOAT32, 0, 0), av(OLY_INT32, 0, 0),
+                     av(OLY_FLOAT32, 0, 0)};
+    oly_params_while pw = {.cond_nconsts = 1, .body_nconsts = 1};
+    oly_program *p = one(&oly__prim_while, &pw, a, 4, subs, 2);
+    oly_program_release(cp);
+    oly_program_release(bp);
+    return p;
+}
+
+TEST(control_vmap_while_io)
+{
+    oly_host_fn *h = NULL;
+    CHECK_OK(oly_host_fn_new("io", io_fn, NULL, NULL, &h));
+    oly_program *po = io_while(h, true), *pu = io_while(h, false), *v = NULL;
+    int batched_n[4] = {0, -1, -1, -1}, batched_c[4] = {-1, 0, -1, -1}, out_axes[2] = {0, 0};
+    if (po)
+        CHECK_ERR(oly_program_vmap(po, batched_c, 3, out_axes, &v), OLY_ERR_UNSUPPORTED,
+                  "Ordered IO effects not supported in vmap.");
+    if (pu)
+        CHECK_ERR(oly_program_vmap(pu, batched_n, 3, out_axes, &v), OLY_ERR_UNSUPPORTED,
+                  "Unordered IO effects not supported in while_loop with batched predicate");
+    /* unbatched predicate: fine; the loop (and its callback) runs once per step */
+    if (pu) CHECK_OK(oly_program_vmap(pu, batched_c, 3, out_axes, &v));
+    if (v) {
+        oly_array *in[4] = {tu_scalar(OLY_INT32, 2),
+                            tu_array(OLY_FLOAT32, 1, (const int64_t[]){3}, (const double[]){1, 2, 3}),
+                            tu_scalar(OLY_INT32, 0), tu_scalar(OLY_FLOAT32, 0)};
+        oly_array *out[2] = {NULL, NULL};
+        io_calls = 0;
+        if (run(v, in, 4, out, 2)) {
+            CHECK_EQ(io_calls, 2);
+            CHECK_EQ(tu_get(out[0], 0), 2);
+            CHECK(tu_allclose(out[1], (const double[]){2, 4, 6}, 3, 0, 0));
+        }
+        release_all(out, 2);
+        release_all(in, 4);
+    }
+    oly_program_release(v);
+    oly_program_release(po);
+    oly_program_release(pu);
+    oly_host_fn_release(h);
+}
+
+/* Composition: the rules applied to programs that are themselves transformed
+ * loops (vmap of vmap, jvp / grad of vmap, vmap of jvp), through pjit. */
+TEST(control_rules_composed)
+{
+    oly_program *body = s_horner(OLY_FLOAT64, 0);
+    oly_params_scan ps = {.length = 3, .num_consts = 1, .num_carry = 1, .n_out = 2};
+    oly_aval a[3] = {av(OLY_FLOAT64, 0, 0), av(OLY_FLOAT64, 0, 0), av(OLY_FLOAT64, 1, 3)};
+    oly_program *p = one(&oly__prim_scan, &ps, a, 3, &body, 1), *v = NULL, *j = NULL;
+    int in_axes[3] = {0, -1, 1}, out_axes[2] = {0, 0};
+    if (p) CHECK_OK(oly_program_vmap(p, in_axes, 2, out_axes, &v));
+    if (v) {
+        CHECK_OK(oly_program_verify(v));
+        oly_params_call pc = {.name = "vscan", .n_out = 2};
+        rc_case c = {.prim = "pjit", .params = &pc, .n_in = 3,
+                     .in = {RC_F64(2), RC_SCALAR(OLY_FLOAT64), RC_AVAL(OLY_FLOAT64, 3, 2)},
+                     .subs = &v, .n_sub = 1};
+        rc_check_all(&c);
+    }
+    bool nz[3] = {true, true, true}, nzo[2];
+    if (p) CHECK_OK(oly_program_jvp(p, nz, &j, nzo));
+    if (j) {
+        oly_params_call pc = {.name = "jscan", .n_out = 4};
+        rc_case c = {.prim = "pjit", .params = &pc, .n_in = 6,
+                     .in = {RC_SCALAR(OLY_FLOAT64), RC_SCALAR(OLY_FLOAT64), RC_F64(3),
+                            RC_SCALAR(OLY_FLOAT64), RC_SCALAR(OLY_FLOAT64), RC_F64(3)},
+                     .subs = &j, .n_sub = 1, .skip = RC_SKIP_JVP | RC_SKIP_TRANSPOSE};
+        rc_check_all(&c);
+    }
+    oly_program_release(j);
+    oly_program_release(v);
+    oly_program_release(p);
+    oly_program_release(body);
+}
+
+static const oly_eqn *find_eqn(const oly_program *p, const oly_prim *prim)
+{
+    for (int k = 0; p && k < p->n_eqn; k++)
+        if (p->eqn[k].prim == prim) return &p->eqn[k];
+    return NULL;
+}
+
+/* linearize of scan (w; c; x) -> (c * sin(w) + x; c): sin(w) and cos(w) are
+ * loop invariant: computed once and passed to the linear loop as consts; the
+ * only stacked residual is c; xs themselves are never copied. */
+TEST(control_scan_linearize_hoists_invariants)
+{
+    oly_builder *b = start();
+    oly_atom w = in_(b, av(OLY_FLOAT64, 0, 0)), c = in_(b, av(OLY_FLOAT64, 0, 0));
+    oly_atom x = in_(b, av(OLY_FLOAT64, 0, 0));
+    oly_atom o[2] = {op(b, &oly__prim_add,
+                        op(b, &oly__prim_mul, c, op(b, &oly__prim_sin, w, w)), x),
+                     c};
+    oly_program *body = fin(b, o, 2);
+    oly_params_scan ps = {.length = 3, .num_consts = 1, .num_carry = 1, .n_out = 2};
+    oly_aval a[3] = {av(OLY_FLOAT64, 0, 0), av(OLY_FLOAT64, 0, 0), av(OLY_FLOAT64, 1, 3)};
+    oly_program *p = one(&oly__prim_scan, &ps, a, 3, &body, 1), *k = NULL, *l = NULL;
+    bool nz[3] = {true, true, true}, nzo[2];
+    int n_res = 0;
+    if (p) CHECK_OK(oly_program_linearize(p, nz, &k, &l, &n_res, nzo));
+    const oly_eqn *ke = find_eqn(k, &oly__prim_scan), *le = find_eqn(l, &oly__prim_scan);
+    CHECK(ke && le);
+    if (ke && le) {
+        CHECK_EQ(ke->n_out, 3); /* carry, ys, stacked c */
+        const oly_params_scan *lp = le->params;
+        CHECK_EQ(lp->num_consts, 3); /* tangent of w, sin(w), cos(w) */
+        CHECK_EQ(le->n_in, 3 + 1 + 2); /* + tangent carry; xs: stacked c, tangent xs */
+    }
+    oly_program_release(k);
+    oly_program_release(l);
+    oly_program_release(p);
+    oly_program_release(body);
+}
+
+/* Under linearize an io_callback in a scan body runs in the known loop only:
+ * once per iteration, not again in the linear program. */
+TEST(control_scan_linearize_effects_once)
+{
+    oly_host_fn *h = NULL;
+    CHECK_OK(oly_host_fn_new("io", io_fn, NULL, NULL, &h));
+    oly_program *body = s_io_body(h, true);
+    oly_params_scan ps = {.length = 4, .num_carry = 1, .n_out = 2};
+    oly_aval a[2] = {av(OLY_FLOAT32, 0, 0), av(OLY_FLOAT32, 1, 4)};
+    oly_program *p = one(&oly__prim_scan, &ps, a, 2, &body, 1), *k = NULL, *l = NULL;
+    bool nz[2] = {true, false}, nzo[2];
+    int n_res = 0;
+    if (p) CHECK_OK(oly_program_linearize(p, nz, &k, &l, &n_res, nzo));
+    if (k && l) {
+        CHECK_EQ(oly_program_effects(k), OLY_EFFECT_ORDERED_IO);
+        CHECK_EQ(oly_program_effects(l), 0);
+        oly_array *in[2] = {tu_scalar(OLY_FLOAT32, 1),
+                            tu_array(OLY_FLOAT32, 1, (const int64_t[]){4},
+                                     (const double[]){1, 2, 3, 4})};
+        oly_array *out[8] = {0};
+        int nk = oly_program_num_outputs(k);
+        io_calls = 0;
+        if (nk <= 8 && run(k, in, 2, out, nk)) {
+            CHECK_EQ(io_calls, 4);
+            CHECK_NEAR(tu_get(out[0], 0), 11, 0);
+            CHECK(tu_allclose(out[1], (const double[]){1, 2, 3, 4}, 4, 0, 0));
+        }
+        release_all(out, nk <= 8 ? nk : 0);
+        release_all(in, 2);
+    }
+    oly_program_release(k);
+    oly_program_release(l);
+    oly_program_release(p);
+    oly_program_release(body);
+    oly_host_fn_release(h);
+}
