@@ -1,5 +1,6 @@
 /* elementwise.c — the elementwise primitives (unary, binary, select_n): their
- * shape rules and CPU kernels for every dtype each accepts.
+ * shape rules, CPU kernels for every dtype each accepts, and transformation
+ * rules (batch, jvp, and transpose for the linear rows).
  *
  * Every operation is a table from dtype to a loop over contiguous elements; the
  * kernel dispatches once per call and the loop does the work, so the f32/f64
@@ -119,10 +120,6 @@ static void half_binary(const void *av, const void *bv, void *ov, int64_t n, int
  * add, sub, mul, div, convert_element_type, real, imag, conj, select_n).
  * Complex transposes follow JAX: they are adjoints for <a, b> = Re sum(a * b). */
 
-typedef oly_status (*elem_jvp_fn)(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
-                                  const oly_atom *tangent, const bool *tan_nz,
-                                  oly_atom *primal_out, oly_atom *tangent_out, bool *out_nz);
-
 static oly_aval aval_of(oly_atom a) { return oly__atom_aval(&a); }
 
 /* A rank-0 literal with like's dtype and weakness holding re + i*im. */
@@ -232,9 +229,6 @@ static oly_status zero_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom 
                            const oly_atom *tangent, const bool *tan_nz, oly_atom *primal_out,
                            oly_atom *tangent_out, bool *out_nz)
 {
-    (void)tangent;
-    (void)tan_nz;
-    (void)tangent_out;
     OLY_TRY(oly__emit_eqn(ctx->b, eqn, primal, primal_out));
     out_nz[0] = false;
     return OLY_OK;
@@ -276,29 +270,26 @@ static oly_status unary_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom
     }
 #define DERIV(op) static oly_status op##_deriv(oly_builder *b, oly_atom x, oly_atom y, oly_atom *d)
 
-DERIV(exp) { (void)b; (void)x; *d = y; return OLY_OK; }
-DERIV(exp2) { (void)x; return oly__emit_bin(b, &oly__prim_mul, y, lit_like(y, M_LN2, 0), d); }
-DERIV(log) { (void)b; (void)y; *d = x; return OLY_OK; }
-DERIV(log1p) { (void)y; return oly__emit_bin(b, &oly__prim_add, x, lit_like(x, 1, 0), d); }
-DERIV(expm1) { (void)x; return oly__emit_bin(b, &oly__prim_add, y, lit_like(y, 1, 0), d); }
-DERIV(sin) { (void)y; return oly__emit_un(b, &oly__prim_cos, x, d); }
+DERIV(exp) { *d = y; return OLY_OK; }
+DERIV(exp2) { return oly__emit_bin(b, &oly__prim_mul, y, lit_like(y, M_LN2, 0), d); }
+DERIV(log) { *d = x; return OLY_OK; }
+DERIV(log1p) { return oly__emit_bin(b, &oly__prim_add, x, lit_like(x, 1, 0), d); }
+DERIV(expm1) { return oly__emit_bin(b, &oly__prim_add, y, lit_like(y, 1, 0), d); }
+DERIV(sin) { return oly__emit_un(b, &oly__prim_cos, x, d); }
 DERIV(cos)
 {
-    (void)y;
     oly_atom s;
     E_UN(sin, x, &s);
     return oly__emit_un(b, &oly__prim_neg, s, d);
 }
 DERIV(tan) /* 1 + y^2 */
 {
-    (void)x;
     oly_atom y2;
     E_BIN(mul, y, y, &y2);
     return oly__emit_bin(b, &oly__prim_add, y2, lit_like(y, 1, 0), d);
 }
 DERIV(asin) /* rsqrt(1 - x^2) */
 {
-    (void)y;
     oly_atom x2, u;
     E_BIN(mul, x, x, &x2);
     E_BIN(sub, lit_like(x, 1, 0), x2, &u);
@@ -312,23 +303,20 @@ DERIV(acos)
 }
 DERIV(atan) /* divide by 1 + x^2 */
 {
-    (void)y;
     oly_atom x2;
     E_BIN(mul, x, x, &x2);
     return oly__emit_bin(b, &oly__prim_add, x2, lit_like(x, 1, 0), d);
 }
-DERIV(sinh) { (void)y; return oly__emit_un(b, &oly__prim_cosh, x, d); }
-DERIV(cosh) { (void)y; return oly__emit_un(b, &oly__prim_sinh, x, d); }
+DERIV(sinh) { return oly__emit_un(b, &oly__prim_cosh, x, d); }
+DERIV(cosh) { return oly__emit_un(b, &oly__prim_sinh, x, d); }
 DERIV(tanh) /* 1 - y^2 */
 {
-    (void)x;
     oly_atom y2;
     E_BIN(mul, y, y, &y2);
     return oly__emit_bin(b, &oly__prim_sub, lit_like(y, 1, 0), y2, d);
 }
 DERIV(asinh) /* rsqrt(x^2 + 1) */
 {
-    (void)y;
     oly_atom x2, u;
     E_BIN(mul, x, x, &x2);
     E_BIN(add, x2, lit_like(x, 1, 0), &u);
@@ -336,7 +324,6 @@ DERIV(asinh) /* rsqrt(x^2 + 1) */
 }
 DERIV(acosh) /* rsqrt(x - 1) * rsqrt(x + 1): the principal branch for complex x too */
 {
-    (void)y;
     oly_atom xm, xp, rm, rp;
     E_BIN(sub, x, lit_like(x, 1, 0), &xm);
     E_BIN(add, x, lit_like(x, 1, 0), &xp);
@@ -346,19 +333,17 @@ DERIV(acosh) /* rsqrt(x - 1) * rsqrt(x + 1): the principal branch for complex x 
 }
 DERIV(atanh) /* divide by 1 - x^2 */
 {
-    (void)y;
     oly_atom x2;
     E_BIN(mul, x, x, &x2);
     return oly__emit_bin(b, &oly__prim_sub, lit_like(x, 1, 0), x2, d);
 }
 DERIV(logistic) /* y (1 - y) */
 {
-    (void)x;
     oly_atom u;
     E_BIN(sub, lit_like(y, 1, 0), y, &u);
     return oly__emit_bin(b, &oly__prim_mul, y, u, d);
 }
-DERIV(sqrt) { (void)x; return oly__emit_bin(b, &oly__prim_mul, y, lit_like(y, 2, 0), d); } /* divide */
+DERIV(sqrt) { return oly__emit_bin(b, &oly__prim_mul, y, lit_like(y, 2, 0), d); } /* divide */
 DERIV(rsqrt) /* -y / (2x) */
 {
     oly_atom h;
@@ -367,13 +352,12 @@ DERIV(rsqrt) /* -y / (2x) */
 }
 DERIV(cbrt) /* y^-2 / 3 */
 {
-    (void)x;
     oly_params_integer_pow p = {.y = -2};
     oly_atom y2;
     OLY_TRY(oly__emit(b, &oly__prim_integer_pow, &y, 1, &p, NULL, 0, &y2));
     return oly__emit_bin(b, &oly__prim_mul, y2, lit_like(y, 1.0 / 3.0, 0), d);
 }
-DERIV(square) { (void)y; return oly__emit_bin(b, &oly__prim_mul, x, lit_like(x, 2, 0), d); }
+DERIV(square) { return oly__emit_bin(b, &oly__prim_mul, x, lit_like(x, 2, 0), d); }
 
 UNARY_JVP(exp, false)
 UNARY_JVP(exp2, false)
@@ -457,6 +441,8 @@ static oly_status integer_pow_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const ol
     oly_builder *b = ctx->b;
     const oly_params_integer_pow *p = eqn->params;
     int64_t n = p ? p->y : 1;
+    if (n == INT64_MIN)
+        return oly__error(OLY_ERR_UNSUPPORTED, "integer_pow: no JVP for y=%lld", (long long)n);
     OLY_TRY(oly__emit_eqn(b, eqn, primal, primal_out));
     out_nz[0] = tan_nz[0] && n != 0;
     if (!out_nz[0]) return OLY_OK;
@@ -488,8 +474,16 @@ static oly_status convert_element_type_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn,
     return OLY_OK;
 }
 
+/* Whether a is the literal 1 (a partial derivative that needs no multiply). */
+static bool is_unit(oly_atom a)
+{
+    if (a.kind != OLY_ATOM_LIT) return false;
+    if (oly_dtype_is_complex(a.lit.dtype)) return a.lit.v.c[0] == 1 && a.lit.v.c[1] == 0;
+    return oly_dtype_is_float(a.lit.dtype) && a.lit.v.f == 1;
+}
+
 /* A binary op's tangent as t_x * jx + t_y * jy (either side optional); the
- * partial derivatives come from jac(which, ...) in the primal. */
+ * partial derivatives come from partial(which, ...) in the primal. */
 typedef oly_status (*partial_fn)(oly_builder *b, int which, oly_atom x, oly_atom y, oly_atom out,
                                  oly_atom *d);
 static oly_status binary_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
@@ -502,9 +496,9 @@ static oly_status binary_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_ato
     bool have = false;
     for (int i = 0; i < 2; i++) {
         if (!tan_nz[i]) continue;
-        oly_atom d, term;
+        oly_atom d, term = tangent[i];
         OLY_TRY(partial(b, i, primal[0], primal[1], primal_out[0], &d));
-        E_BIN(mul, tangent[i], d, &term);
+        if (!is_unit(d)) E_BIN(mul, tangent[i], d, &term);
         OLY_TRY(accumulate(b, &acc, &have, term));
     }
     out_nz[0] = have;
@@ -564,7 +558,6 @@ static oly_status maxmin_partial(oly_builder *b, int which, oly_atom x, oly_atom
 /* atan2(x, y): (y, -x) / (x^2 + y^2). */
 PARTIAL(atan2)
 {
-    (void)out;
     oly_atom x2, y2, den, q;
     E_BIN(mul, x, x, &x2);
     E_BIN(mul, y, y, &y2);
@@ -580,7 +573,6 @@ PARTIAL(atan2)
 /* rem(x, y) = x - y trunc(x / y): (1, -trunc(x / y)). */
 PARTIAL(rem)
 {
-    (void)out;
     if (which == 0) {
         *d = lit_like(x, 1, 0);
         return OLY_OK;
@@ -736,7 +728,6 @@ static oly_status neg_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn, cons
                                 const bool *linear, const oly_atom *ct, const bool *ct_nz,
                                 oly_atom *ct_in, bool *ct_in_nz)
 {
-    (void)in;
     if (zero_ct(eqn, ct_nz, ct_in_nz) || !linear[0]) return OLY_OK;
     OLY_TRY(oly__emit_un(ctx->b, &oly__prim_neg, ct[0], &ct_in[0]));
     ct_in_nz[0] = true;
@@ -762,14 +753,12 @@ static oly_status add_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn, cons
                                 const bool *linear, const oly_atom *ct, const bool *ct_nz,
                                 oly_atom *ct_in, bool *ct_in_nz)
 {
-    (void)in;
     return addsub_transpose(ctx, eqn, linear, ct, ct_nz, ct_in, ct_in_nz, false);
 }
 static oly_status sub_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
                                 const bool *linear, const oly_atom *ct, const bool *ct_nz,
                                 oly_atom *ct_in, bool *ct_in_nz)
 {
-    (void)in;
     return addsub_transpose(ctx, eqn, linear, ct, ct_nz, ct_in, ct_in_nz, true);
 }
 
@@ -816,7 +805,6 @@ static oly_status convert_element_type_transpose(oly_transpose_ctx *ctx, const o
                                                  const oly_atom *ct, const bool *ct_nz,
                                                  oly_atom *ct_in, bool *ct_in_nz)
 {
-    (void)in;
     if (zero_ct(eqn, ct_nz, ct_in_nz) || !linear[0]) return OLY_OK;
     oly_aval want = oly__atom_aval(&eqn->in[0]);
     if (aval_of(ct[0]).dtype == want.dtype) {
@@ -860,7 +848,6 @@ static oly_status real_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn, con
                                  const bool *linear, const oly_atom *ct, const bool *ct_nz,
                                  oly_atom *ct_in, bool *ct_in_nz)
 {
-    (void)in;
     return parts_transpose(ctx, eqn, linear, ct, ct_nz, ct_in, ct_in_nz);
 }
 #define imag_transpose real_transpose
