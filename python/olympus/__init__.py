@@ -46,7 +46,7 @@ from ._src.api import (  # noqa: E402
 )
 from ._src.ad import (  # noqa: E402
     vmap, jvp, linearize, vjp, grad, value_and_grad, jacfwd, jacrev, hessian, linear_transpose,
-    custom_jvp, custom_vjp, checkpoint, remat, closure_convert,
+    custom_jvp, custom_vjp, checkpoint, remat, closure_convert, eval_shape,
 )
 from . import tree_util  # noqa: E402
 from . import numpy  # noqa: E402
@@ -67,4 +67,5 @@ __all__ = [
     "numpy", "lax", "pure_callback", "effects_barrier", "debug", "experimental",
     "vmap", "jvp", "linearize", "vjp", "grad", "value_and_grad", "jacfwd", "jacrev", "hessian",
     "linear_transpose", "custom_jvp", "custom_vjp", "checkpoint", "remat", "closure_convert",
+    "eval_shape",
 ]

@@ -256,3 +256,53 @@ def test_pure_callback_unused_in_loop_body_is_dropped_under_jit():
 
     assert float(f(jnp.arange(3.0))) == 3.0
     assert h.calls == []
+
+
+# ---------------------------------------------------------------- debug.print
+
+def test_nested_vmap_debug_print_inner_loop_outermost(capsys):
+    x = jnp.arange(6.0).reshape(2, 3)
+    vmap(vmap(lambda v: debug.print("{}", v)))(x)
+    # CALLBACK_SEMANTICS §1.4: the inner vmap's loop is outermost in call order
+    assert capsys.readouterr().out.split() == ["0.0", "3.0", "1.0", "4.0", "2.0", "5.0"]
+
+
+def test_vmap_of_fori_loop_debug_print(capsys):
+    out = vmap(lambda n: lax.fori_loop(0, 2, lambda i, c: (debug.print("i={} c={}", i, c),
+                                                           c + n)[1], 0.0))(
+        jnp.array([1.0, 10.0]))
+    np.testing.assert_array_equal(np.asarray(out), [2.0, 20.0])
+    assert capsys.readouterr().out == "i=0 c=0.0\ni=0 c=0.0\ni=1 c=1.0\ni=1 c=10.0\n"
+
+
+def test_grad_of_fori_loop_debug_print_forward_only(capsys):
+    g = grad(lambda w: lax.fori_loop(0, 3, lambda i, c: (debug.print("c={}", c), c * w)[1],
+                                     1.0))(2.0)
+    assert float(g) == 12.0
+    assert capsys.readouterr().out == "c=1.0\nc=2.0\nc=4.0\n"
+
+
+def test_vmap_ordered_debug_print_is_allowed(capsys):
+    vmap(lambda v: debug.print("o {}", v, ordered=True))(jnp.arange(3))
+    assert capsys.readouterr().out == "o 0\no 1\no 2\n"
+
+
+def test_jit_of_vmap_of_cond_with_debug_print_runs_each_call(capsys):
+    f = jit(vmap(lambda v: lax.cond(v > 0, lambda a: (debug.print("pos {}", a), a)[1],
+                                    lambda a: -a, v)))
+    f(jnp.array([1.0, -2.0]))
+    f(jnp.array([3.0, 4.0]))
+    assert f._trace_count == 1
+    assert capsys.readouterr().out == "pos 1.0\npos -2.0\npos 3.0\npos 4.0\n"
+
+
+def test_callback_host_function_may_use_transformations():
+    def host(x):
+        return np.asarray(grad(lambda v: jnp.sin(v) * v)(float(x)), dtype=f32)
+
+    f = jit(lambda x: olympus.pure_callback(host, SDS((), f32), x))
+    np.testing.assert_allclose(float(f(1.0)), np.cos(1) + np.sin(1), rtol=1e-6)
+    out = vmap(lambda x: olympus.pure_callback(host, SDS((), f32), x,
+                                               vmap_method="sequential"))(jnp.arange(3.0))
+    a = np.arange(3.0)
+    np.testing.assert_allclose(np.asarray(out), np.cos(a) * a + np.sin(a), rtol=1e-6)

@@ -240,3 +240,32 @@ def test_jvp_of_while_forward_mode():
     y, t = olympus.jvp(f, (3.0,), (1.0,))
     # 1 -> 3 -> 9 -> 27: y = x^3, dy/dx = 3x^2
     assert float(y) == 27.0 and float(t) == 27.0
+
+
+def test_reverse_mode_of_while_loop_raises():
+    f = lambda w: lax.while_loop(lambda c: c < 5.0, lambda c: c + w, 0.0)  # noqa: E731
+    with pytest.raises((ValueError, NotImplementedError),
+                       match="Reverse-mode differentiation does not work for lax.while_loop"):
+        grad(f)(2.0)
+    g = lambda w: lax.while_loop(lambda c: c < 5.0, lambda c: c * w + 1.0, 1.0)  # noqa: E731
+    with pytest.raises((ValueError, NotImplementedError),
+                       match="Reverse-mode differentiation does not work for lax.while_loop"):
+        grad(g)(2.0)
+    y, t = olympus.jvp(f, (2.0,), (1.0,))  # forward mode works: 0, 2, 4, 6
+    assert float(y) == 6.0 and float(t) == 3.0
+
+
+@pytest.mark.parametrize("x64", [False, True])
+def test_weak_initial_carry_takes_the_body_dtype(x64):
+    olympus.config.update("olympus_enable_x64", x64)
+    xs = jnp.arange(3, dtype=jnp.float32)
+    c, ys = lax.scan(lambda c, x: (c + x, c), 0.0, xs)
+    assert c.dtype == np.float32 and float(c) == 3.0
+    np.testing.assert_array_equal(np.asarray(ys), [0.0, 0.0, 1.0])
+    out = lax.fori_loop(0, 3, lambda i, c: c + xs[i], 0.0)
+    assert out.dtype == np.float32 and float(out) == 3.0
+    out = lax.while_loop(lambda c: c < 3, lambda c: c + jnp.float32(1), 0.0)
+    assert out.dtype == np.float32 and float(out) == 3.0
+    assert float(lax.scan(lambda c, x: (c + 0.5, c), 0, xs)[0]) == 1.5
+    with pytest.raises(TypeError, match="carry input and carry output"):
+        lax.scan(lambda c, x: (jnp.int32(1), c), 0.5, xs)

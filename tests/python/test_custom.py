@@ -228,3 +228,99 @@ def test_custom_vjp_without_rule_raises():
     f = olympus.custom_vjp(lambda x: x)
     with pytest.raises(AttributeError, match="No VJP defined"):
         f(1.0)
+
+
+def test_custom_vjp_forward_mode_raises():
+    f, _ = make_clip_grad()
+    with pytest.raises(TypeError, match="can't apply forward-mode autodiff"):
+        jvp(lambda x: f(x, 2.0), (1.0,), (1.0,))
+
+
+def test_custom_jvp_closure_over_outer_tracer_in_primal():
+    @jit
+    def h(x, s):
+        @olympus.custom_jvp
+        def f(y):
+            return y * s
+
+        @f.defjvp
+        def _jvp(p, t):
+            return f(p[0]), t[0] * 5.0
+
+        return f(x), grad(f)(x)
+
+    y, g = h(2.0, 3.0)
+    assert float(y) == 6.0 and float(g) == 5.0
+
+
+def test_custom_vjp_fwd_closure_over_outer_tracer():
+    @jit
+    def h(x, s):
+        @olympus.custom_vjp
+        def f(y):
+            return y * s
+
+        f.defvjp(lambda y: (f(y), y), lambda r, g: (g * 4.0,))
+        return grad(f)(x)
+
+    assert float(h(2.0, 3.0)) == 4.0
+
+
+# ---------------------------------------------------------------- the _core layer
+
+def test_core_program_layer_rejects_bad_input():
+    from olympus import _core
+    p, cap = _core.trace(lambda x: [x * 2.0], [((3,), f32)])
+    assert cap == [] and p.n_in == 1 and p.n_out == 1
+    assert p.in_avals == [((3,), np.dtype(f32), False)]
+    assert "mul" in str(p)
+    np.testing.assert_array_equal(np.asarray(_core.call_program(p, [np.ones(3, f32)])[0]), 2.0)
+    bad = [
+        (ValueError, "negative dimension", lambda: _core.trace(lambda x: [x], [((-1,), f32)])),
+        (ValueError, "exceeds the maximum",
+         lambda: _core.trace(lambda x: [x], [((1,) * 17, f32)])),
+        (TypeError, "list or tuple", lambda: _core.trace(lambda x: x, [((3,), f32)])),
+        (ZeroDivisionError, "", lambda: _core.trace(lambda x: 1 / 0, [((3,), f32)])),
+        (ValueError, "expected 1 entries", lambda: _core.vmap_program(p, [0, 0], 3, [0])),
+        (ValueError, "outside", lambda: _core.vmap_program(p, [5], 3, [0])),
+        (ValueError, "axis_size", lambda: _core.vmap_program(p, [0], -3, [0])),
+        (ValueError, "expected 1 entries", lambda: _core.jvp_program(p, [])),
+        (ValueError, "n_res", lambda: _core.transpose_program(p, 7)),
+        (TypeError, "takes 1 inputs", lambda: _core.call_program(p, [])),
+        (TypeError, r"expects f32\[3\]", lambda: _core.call_program(p, [np.ones(4, f32)])),
+        (TypeError, "Program", lambda: _core.call_program(3, [])),
+        (ValueError, "out of range", lambda: _core.program_with_inputs(p, [((3,), f32)], [3])),
+        (NotImplementedError, "not available", lambda: _core.bind_subs("nope", [], {}, [])),
+        (TypeError, "Program", lambda: _core.bind_subs("cond", [True, np.ones(3, f32)],
+                                                       {"n_out": 1}, [p, 3])),
+        (TypeError, "must be callable",
+         lambda: _core.custom_jvp_call("f", p, 3, [np.ones(3, f32)])),
+        (TypeError, "Program", lambda: olympus.jvp(
+            lambda x: _core.custom_jvp_call("f", p, lambda a, n: 3, [x])[0],
+            (np.ones(3, f32),), (np.ones(3, f32),))),
+        (TypeError, r"nested program expects f32\[3\]",
+         lambda: _core.bind_subs("remat", [np.ones(4, f32)], {"name": "r", "n_out": 1}, [p])),
+    ]
+    for exc, words, fn in bad:
+        with pytest.raises(exc, match=words):
+            fn()
+
+
+def test_custom_vjp_nondiff_argnums_static_and_array():
+    from functools import partial
+
+    @partial(olympus.custom_vjp, nondiff_argnums=(0, 1))
+    def f(scale, offset, x):
+        return x * scale + offset
+
+    def fwd(scale, offset, x):
+        return f(scale, offset, x), x
+
+    def bwd(scale, offset, x, g):
+        return (jnp.sum(g) * scale + jnp.sum(offset) * 0.0 + 100.0,)
+
+    f.defvjp(fwd, bwd)
+    off = jnp.array([1.0, 2.0])
+    assert float(f(3.0, off, 2.0)[1]) == 8.0
+    g = grad(lambda x: jnp.sum(f(3.0, off, x)))(2.0)
+    assert float(g) == 2 * 3.0 + 100.0

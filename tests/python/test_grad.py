@@ -272,3 +272,48 @@ def test_jacobians_has_aux_and_argnums_tuple():
 def test_make_jaxpr_of_grad_is_one_program():
     text = str(olympus.make_jaxpr(grad(lambda x: jnp.sum(x * x)))(jnp.arange(3.0)))
     assert "reduce_sum" in text and "pjit" not in text
+
+
+def test_checkpoint_is_one_remat_equation_and_composes():
+    f = olympus.checkpoint(lambda x: jnp.sin(x) * x)
+    text = str(olympus.make_jaxpr(f)(1.0))
+    assert "remat" in text and "sin" in text
+    ref = np.cos(1.0) * 1.0 + np.sin(1.0)
+    y, t = jvp(f, (1.0,), (1.0,))
+    np.testing.assert_allclose(float(t), ref, rtol=1e-6)
+    np.testing.assert_allclose(float(olympus.jacfwd(f)(1.0)), ref, rtol=1e-6)
+    np.testing.assert_allclose(float(olympus.hessian(f)(1.0)),
+                               2 * np.cos(1.0) - np.sin(1.0), rtol=1e-5)
+    xs = jnp.arange(3.0)
+    np.testing.assert_allclose(np.asarray(vmap(f)(xs)), np.sin(np.arange(3.0)) * np.arange(3.0),
+                               rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(vmap(grad(f))(xs)),
+                               np.cos(np.arange(3.0)) * np.arange(3.0) + np.sin(np.arange(3.0)),
+                               rtol=1e-6)
+    g = olympus.checkpoint(lambda x, n: x * n, static_argnums=(1,))
+    assert float(grad(g)(2.0, 3)) == 3.0
+
+
+def test_checkpoint_callbacks_under_jvp_and_jit_grad(capsys):
+    def f(x):
+        y = jnp.sin(x)
+        olympus.debug.print("y={y:.3f}", y=y)
+        return y * x
+
+    c = olympus.checkpoint(f)
+    jvp(c, (1.0,), (1.0,))
+    assert capsys.readouterr().out == "y=0.841\n"  # forward mode: once
+    olympus.jit(grad(c))(1.0)
+    assert capsys.readouterr().out == "y=0.841\ny=0.841\n"  # forward + recompute
+
+
+@pytest.mark.parametrize("jac", ["jacfwd", "jacrev"])
+def test_jacobian_of_pytrees(jac):
+    f = lambda p: {"s": jnp.sum(p["a"] * p["b"]), "v": p["a"] * 2.0}  # noqa: E731
+    p = {"a": jnp.arange(2.0), "b": jnp.ones(2)}
+    j = getattr(olympus, jac)(f)(p)
+    assert j["s"]["a"].shape == (2,) and j["v"]["b"].shape == (2, 2)
+    np.testing.assert_array_equal(np.asarray(j["v"]["a"]), 2 * np.eye(2))
+    np.testing.assert_array_equal(np.asarray(j["v"]["b"]), np.zeros((2, 2)))
+    np.testing.assert_array_equal(np.asarray(j["s"]["b"]), [0.0, 1.0])
+    np.testing.assert_array_equal(np.asarray(j["s"]["a"]), [1.0, 1.0])

@@ -173,3 +173,13 @@ def test_vmap_keeps_the_function_name():
         return v
 
     assert "myfun" in vmap(myfun).__name__
+
+
+def test_eval_shape():
+    out = olympus.eval_shape(lambda x, y: {"a": x @ y, "b": x.sum()},
+                             olympus.ShapeDtypeStruct((2, 3), np.float32), jnp.ones((3, 4)))
+    assert out["a"].shape == (2, 4) and out["a"].dtype == np.float32
+    assert out["b"].shape == ()
+    calls = []
+    olympus.eval_shape(lambda x: olympus.pure_callback(lambda v: calls.append(1) or v, x, x), 1.0)
+    assert calls == []

@@ -28,6 +28,9 @@
 
 #define FN_SLOT(f) (__extension__(void *)(f))
 
+/* Eager runs moving more than this many bytes release the GIL (as jit.c). */
+#define GIL_RELEASE_BYTES ((size_t)1 << 20)
+
 typedef struct ProgramObject {
     PyObject_HEAD
     oly_program *prog; /* owned */
@@ -266,6 +269,11 @@ static int trace_flat(PyObject *fun, const oly_aval *avals, Py_ssize_t n, oly_pr
     }
     out = PyObject_Call(fun, args, NULL);
     if (!out) goto fail;
+    if (!PyList_Check(out) && !PyTuple_Check(out)) {
+        PyErr_Format(PyExc_TypeError, "a traced body must return a list or tuple of leaves, "
+                     "got %s", Py_TYPE(out)->tp_name);
+        goto fail;
+    }
     seq = PySequence_Fast(out, "a traced body must return a sequence of leaves");
     if (!seq) goto fail;
     int r = ext_trace_finish(t, PySequence_Fast_ITEMS(seq), PySequence_Fast_GET_SIZE(seq), prog,
@@ -505,7 +513,7 @@ static PyObject *py_dce_program(PyObject *Py_UNUSED(m), PyObject *po)
 
 static PyObject *run_eager(oly_program *p, PyObject *const *args, Py_ssize_t n)
 {
-    int n_in = oly_program_num_inputs(p), n_out = oly_program_num_outputs(p);
+    int n_out = oly_program_num_outputs(p);
     oly_array **in = PyMem_Calloc((size_t)n + 1, sizeof *in);
     oly_array **out = PyMem_Calloc((size_t)n_out + 1, sizeof *out);
     PyObject *res = NULL;
@@ -514,7 +522,6 @@ static PyObject *run_eager(oly_program *p, PyObject *const *args, Py_ssize_t n)
         PyErr_NoMemory();
         goto done;
     }
-    (void)n_in;
     for (; got < n; got++) {
         oly_array *a = ext_array_get(args[got]);
         const oly_aval *want = oly_program_input_aval(p, (int)got);
@@ -524,7 +531,17 @@ static PyObject *run_eager(oly_program *p, PyObject *const *args, Py_ssize_t n)
             goto done;
         }
     }
-    oly_status s = oly_program_run(p, 0, in, (int)n, out, n_out);
+    size_t bytes = 0;
+    for (Py_ssize_t i = 0; i < n; i++) bytes += oly_aval_nbytes(oly_array_aval(in[i]));
+    for (int i = 0; i < n_out; i++) bytes += oly_aval_nbytes(oly_program_output_aval(p, i));
+    oly_status s;
+    if (bytes > GIL_RELEASE_BYTES) { /* large runs let other threads run */
+        Py_BEGIN_ALLOW_THREADS
+        s = oly_program_run(p, 0, in, (int)n, out, n_out);
+        Py_END_ALLOW_THREADS
+    } else {
+        s = oly_program_run(p, 0, in, (int)n, out, n_out);
+    }
     if (s != OLY_OK) {
         ext_raise(s);
         goto done;
@@ -647,7 +664,9 @@ done:
 
 /* ---------------------------------------------------------------- binding with programs */
 
-static int collect_subs(PyObject *subs, oly_program ***out, Py_ssize_t *n)
+/* The programs of a sequence of Programs: *out (PyMem) borrows them from
+ * *keep (a new reference the caller drops after use). */
+static int collect_subs(PyObject *subs, oly_program ***out, Py_ssize_t *n, PyObject **keep)
 {
     PyObject *seq = PySequence_Fast(subs, "subs must be a sequence of Programs");
     if (!seq) return -1;
@@ -666,9 +685,9 @@ static int collect_subs(PyObject *subs, oly_program ***out, Py_ssize_t *n)
             Py_DECREF(seq);
             return -1;
         }
-        (*out)[i] = p; /* borrowed: seq's items keep them */
+        (*out)[i] = p;
     }
-    Py_DECREF(seq); /* the caller's subs object keeps the Programs alive */
+    *keep = seq;
     return 0;
 }
 
@@ -689,6 +708,7 @@ static PyObject *bind_with(const oly_prim *p, const void *params, PyObject *vals
 {
     PyObject *seq = PySequence_Fast(vals, "args must be a sequence");
     if (!seq) return NULL;
+    Py_CLEAR(pending_exc);
     PyObject *r = ext_bind(p, params, PySequence_Fast_ITEMS(seq), PySequence_Fast_GET_SIZE(seq),
                            subs, (int)n_sub);
     Py_DECREF(seq);
@@ -713,12 +733,13 @@ static PyObject *py_bind_subs(PyObject *Py_UNUSED(m), PyObject *args)
     void *pbuf = psize ? PyMem_Calloc(1, psize) : NULL;
     oly_program **sv = NULL;
     Py_ssize_t ns = 0;
-    PyObject *res = NULL;
+    PyObject *res = NULL, *keep = NULL;
     if (psize && !pbuf) return PyErr_NoMemory();
     if (ext_params_from_dict(p, params, pbuf) < 0) goto done;
-    if (collect_subs(subs, &sv, &ns) < 0) goto done;
+    if (collect_subs(subs, &sv, &ns, &keep) < 0) goto done;
     res = bind_with(p, pbuf, vals, sv, ns);
 done:
+    Py_XDECREF(keep);
     PyMem_Free(pbuf);
     PyMem_Free(sv);
     return res;

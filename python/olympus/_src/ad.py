@@ -26,7 +26,7 @@ tree_unflatten = _core.tree_unflatten
 
 __all__ = ["vmap", "jvp", "linearize", "vjp", "grad", "value_and_grad", "jacfwd", "jacrev",
            "hessian", "linear_transpose", "custom_jvp", "custom_vjp", "checkpoint", "remat",
-           "closure_convert"]
+           "closure_convert", "eval_shape"]
 
 
 # ------------------------------------------------------------------ helpers
@@ -310,7 +310,15 @@ class _Linearized:
         self.out_tree, self.aux_tree, self.n_main = store[-1]
         self.nz = [_is_float(a[1]) for a in self.avals]
         nz = self.nz + [False] * len(captured)
-        primal, self.linear, self.n_res, nz_out = _core.linearize_program(prog, nz)
+        try:
+            primal, self.linear, self.n_res, nz_out = _core.linearize_program(prog, nz)
+        except RuntimeError as e:
+            if "depends on tangents" in str(e) and "while[" in str(prog):
+                raise ValueError(
+                    "Reverse-mode differentiation does not work for lax.while_loop or "
+                    "lax.fori_loop with dynamic start/stop values. Try using lax.scan, or "
+                    "using fori_loop with static start/stop.") from e
+            raise
         self.out_avals = prog.out_avals
         self.nz_out = nz_out
         outs = _core.call_program(primal, leaves + list(captured))
@@ -678,6 +686,21 @@ def _is_array_tree(x):
                                 or _core.is_tracer(v) for v in leaves)
 
 
+def _remap_captured(prog, cap, primal_caps, n, n_in, who):
+    """A rule program whose trace captured outer values: each must be one the
+    primal function captured too (it is then the primal input n + its index
+    there); the rule program is rewired to take its n_in inputs only."""
+    if not cap:
+        return prog
+    mapping = list(range(n_in))
+    for c in cap:
+        k = next((i for i, u in enumerate(primal_caps) if u is c), None)
+        if k is None:
+            _no_capture([c], who)
+        mapping.append(n + k)
+    return _core.program_with_inputs(prog, list(prog.in_avals[:n_in]), mapping)
+
+
 def _no_capture(captured, who):
     if captured:
         raise TypeError(f"the {who} rule of a custom derivative closes over a traced value of "
@@ -771,8 +794,7 @@ class custom_jvp:
                 tl = [_cast_to(v, a) for v, a in zip(tl, out_avals)]
                 return pl + tl
             prog_r, cap = _trace(flat_rule, list(avals) + list(avals))
-            _no_capture(cap, "custom_jvp")
-            return prog_r
+            return _remap_captured(prog_r, cap, captured, n, 2 * k, "custom_jvp")
         outs = _core.custom_jvp_call(name, prog, rule, sp.leaves + list(captured))
         return tree_unflatten(out_tree, list(outs))
 
@@ -835,12 +857,15 @@ class custom_vjp:
                                     f"{name} must produce a primal output with the structure "
                                     f"{out_tree} of the function's output, got {ot}.")
                 rl, rt = tree_flatten(r)
-                res_tree.append(rt)
+                # array-valued nondiff arguments travel to bwd as extra residuals
+                full = sp.rebuild(xs[:n])
+                nd_dyn = [full[i] for i in sp.nondiff if i not in sp.static]
+                nd_leaves, nd_tree = tree_flatten(nd_dyn)
+                res_tree.append((rt, len(rl), nd_tree))
                 ol = [_cast_to(v, a) for v, a in zip(ol, out_avals)]
-                return ol + [_leaf_value(v) for v in rl]
+                return ol + [_leaf_value(v) for v in rl] + [_leaf_value(v) for v in nd_leaves]
             p, cap = _trace(flat_fwd, avals)
-            _no_capture(cap, "custom_vjp fwd")
-            return p
+            return _remap_captured(p, cap, captured, n, len(avals), "custom_vjp fwd")
 
         def bwd_rule(avals, nz):
             m = len(out_avals)
@@ -848,10 +873,12 @@ class custom_vjp:
             diff_pos = [i for i in range(len(sp.args)) if i not in sp.nondiff]
 
             def flat_bwd(*xs):
-                res = tree_unflatten(res_tree[-1], list(xs[:r]))
+                rt, n_user, nd_tree = res_tree[-1]
+                res = tree_unflatten(rt, list(xs[:n_user]))
+                nd_dyn = iter(tree_unflatten(nd_tree, list(xs[n_user:r])))
                 ct = tree_unflatten(out_tree, list(xs[r:]))
-                nd_static = [sp.static[i] for i in sp.nondiff if i in sp.static]
-                cts = bwd_fn(*nd_static, res, ct)
+                nd_vals = [sp.static[i] if i in sp.static else next(nd_dyn) for i in sp.nondiff]
+                cts = bwd_fn(*nd_vals, res, ct)
                 if not isinstance(cts, (tuple, list)):
                     raise TypeError(f"Custom VJP bwd rule {_fun_name(bwd_fn)} must produce a "
                                     "tuple of length equal to the number of primal inputs, "
@@ -890,37 +917,59 @@ class custom_vjp:
 
 
 def checkpoint(fun, prevent_cse=True, policy=None, static_argnums=()):
-    """Rematerialisation: the backward pass recomputes fun's primal part from
-    its inputs instead of keeping intermediates, so callbacks inside fun run
-    again in the backward pass."""
-    static = _argnums_tuple(static_argnums, 1 << 30, "checkpoint")[1] if static_argnums else ()
+    """Rematerialisation: fun becomes one `remat` equation, which
+    differentiation keeps whole, so the backward pass recomputes fun's primal
+    part from its inputs instead of saving intermediates — callbacks inside
+    fun run again in the backward pass. static_argnums are passed as Python
+    values; policy is accepted and ignored (nothing is saved)."""
+    static = tuple(static_argnums) if isinstance(static_argnums, (tuple, list)) else \
+        ((static_argnums,) if static_argnums is not None else ())
 
     @_wraps(fun, "checkpoint")
     def remat_f(*args, **kwargs):
-        args = _resolve_args(fun, args, kwargs)
-        nd = tuple(i % len(args) for i in static) if args else ()
-        f = custom_vjp(fun, nondiff_argnums=nd)
+        nd = {operator.index(i) % len(args) for i in static} if args else set()
+        dyn_pos = [i for i in range(len(args)) if i not in nd]
+        leaves, in_tree = tree_flatten(([args[i] for i in dyn_pos], kwargs))
+        leaves = [_leaf_value(x) for x in leaves]
+        store = []
 
-        def fwd(*a):
-            return fun(*a), tuple(a[i] for i in range(len(a)) if i not in nd)
-
-        def bwd(*rest):
-            res, g = rest[-2], rest[-1]
-            _, pb = vjp(lambda *xs: fun(*_merge(nd, args, xs)), *res)
-            return pb(g)
-        f.defvjp(fwd, bwd)
-        return f(*args)
+        def flat(*xs):
+            dyn, kw = tree_unflatten(in_tree, list(xs))
+            full = list(args)
+            for i, v in zip(dyn_pos, dyn):
+                full[i] = v
+            out = fun(*full, **kw)
+            ol, ot = tree_flatten(out)
+            store.append(ot)
+            return ol
+        prog, captured = _trace(flat, [_aval(x) for x in leaves])
+        outs = _core.bind_subs("remat", leaves + list(captured),
+                               {"name": _fun_name(fun), "n_out": prog.n_out}, [prog])
+        return tree_unflatten(store[-1], list(outs))
     return remat_f
 
 
-def _merge(nd, args, dyn):
-    full, it = [], iter(dyn)
-    for i in range(len(args)):
-        full.append(args[i] if i in nd else next(it))
-    return full
-
-
 remat = checkpoint
+
+
+def eval_shape(fun, *args, **kwargs):
+    """The output of fun(*args, **kwargs) as ShapeDtypeStructs, found by
+    tracing (nothing runs). Arguments may be arrays or objects with
+    .shape and .dtype (ShapeDtypeStruct)."""
+    from olympus._src.api import ShapeDtypeStruct
+
+    def leaf_aval(x):
+        if _is_array_like(x):
+            return _aval(_leaf_value(x))
+        if hasattr(x, "shape") and hasattr(x, "dtype"):
+            return (tuple(x.shape), np.dtype(x.dtype), bool(getattr(x, "weak_type", False)))
+        raise TypeError(f"eval_shape: argument of type {type(x).__name__} is not an array "
+                        "or a ShapeDtypeStruct")
+    leaves, in_tree = tree_flatten((args, kwargs))
+    store = []
+    prog, _ = _trace(_flat_fun(fun, in_tree, store), [leaf_aval(x) for x in leaves])
+    outs = [ShapeDtypeStruct(s, d, weak_type=w) for s, d, w in prog.out_avals]
+    return tree_unflatten(store[-1], outs)
 
 
 def closure_convert(fun, *example_args):

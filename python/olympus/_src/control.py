@@ -61,6 +61,23 @@ def _move_captured_first(prog, n_explicit, caps):
     return _core.program_with_inputs(prog, new_avals, mapping)
 
 
+def _promote_weak(leaves, avals, out_avals):
+    """JAX's rule for loop carries: a weakly typed initial value (a Python
+    scalar) takes the dtype the body gives it. (leaves, avals, changed)."""
+    from olympus import lax
+    changed = False
+    leaves, avals = list(leaves), list(avals)
+    for i, (a, o) in enumerate(zip(avals, out_avals)):
+        if a[2] and tuple(a[0]) == tuple(o[0]) and np.dtype(a[1]) != np.dtype(o[1]):
+            dt, weak = _core.result_type(leaves[i], np.dtype(o[1]))
+            if np.dtype(dt) == np.dtype(a[1]):
+                continue
+            leaves[i] = lax.convert_element_type(leaves[i], dt, weak=bool(weak and o[2]))
+            avals[i] = _aval(leaves[i])
+            changed = True
+    return leaves, avals, changed
+
+
 def _union(lists):
     out = []
     for lst in lists:
@@ -162,6 +179,11 @@ def while_loop(cond_fun, body_fun, init_val):
         raise TypeError("cond_fun must return a boolean scalar, but got output type(s) "
                         f"{_fmt(co)}.")
     bprog, bcaps, btree = _trace_body(body_fun, tree, avals, False)
+    if btree == tree:
+        leaves, avals, changed = _promote_weak(leaves, avals, bprog.out_avals)
+        if changed:
+            cprog, ccaps, ctree = _trace_body(cond_fun, tree, avals, False)
+            bprog, bcaps, btree = _trace_body(body_fun, tree, avals, False)
     bo = bprog.out_avals
     if btree != tree or len(bo) != len(avals) or not all(_same(a, b) for a, b in zip(bo, avals)):
         raise TypeError("body_fun output and input must have identical types, got\n"
@@ -257,8 +279,13 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
         store.append((ct, yt, len(cl)))
         return cl + yl
     prog, caps = _core.trace(flat, c_avals + slice_avals)
-    caps = list(caps)
     ct, yt, ncl = store[-1]
+    if ct == c_tree and ncl == nc:
+        c_leaves, c_avals, changed = _promote_weak(c_leaves, c_avals, prog.out_avals[:nc])
+        if changed:
+            prog, caps = _core.trace(flat, c_avals + slice_avals)
+            ct, yt, ncl = store[-1]
+    caps = list(caps)
     oa = prog.out_avals
     if ct != c_tree or ncl != nc or not all(_same(a, b) for a, b in zip(oa[:nc], c_avals)):
         raise TypeError("scan body function carry input and carry output must have equal "

@@ -1,0 +1,278 @@
+/* remat.c — `remat` (olympus.checkpoint): a call of the nested program
+ * eqn->sub[0] (params oly_params_call, as pjit) that differentiation keeps
+ * whole, so the backward pass recomputes it instead of saving its
+ * intermediates. Callbacks inside therefore run again in the backward pass
+ * (CALLBACK_SEMANTICS §1.4: "a policy that does not save the callback makes it
+ * run twice").
+ *   batch          vmap the program, emit remat of it (outputs at axis 0).
+ *   jvp            jvp the program, emit remat of it (not inline: partial
+ *                  evaluation must still see one equation).
+ *   partial_eval   known side: the program's known part, inline (the forward
+ *                  pass runs it once); unknown side: a remat of the whole
+ *                  program on (known inputs as residuals, unknown inputs), so
+ *                  the linear program recomputes the primal part.
+ *   transpose      transpose the program with its non-linear inputs as
+ *                  residuals and emit it inline: its forward (primal)
+ *                  equations run in the backward pass. */
+#include "trans/trans.h"
+
+static const oly_param_field remat_fields[] = {
+    {.name = "name", .kind = OLY_FIELD_STR, .offset = offsetof(oly_params_call, name)},
+    {.name = "n_out", .kind = OLY_FIELD_INT, .offset = offsetof(oly_params_call, n_out),
+     .hidden = true},
+};
+
+static int remat_num_outputs(const void *params, int n_in)
+{
+    const oly_params_call *pc = params;
+    (void)n_in;
+    if (!pc || pc->n_out < 0 || pc->n_out > 1 << 20) return -1;
+    return (int)pc->n_out;
+}
+
+static oly_status remat_shape(const oly_shape_ctx *ctx, oly_aval *out)
+{
+    if (ctx->n_sub != 1 || !ctx->sub || !ctx->sub[0])
+        return oly__error(OLY_ERR_INVALID, "remat: expected 1 nested program, got %d",
+                          ctx->n_sub);
+    const oly_program *sub = ctx->sub[0];
+    if (ctx->n_in != sub->n_in)
+        return oly__error(OLY_ERR_INVALID, "remat: nested program takes %d inputs, got %d",
+                          sub->n_in, ctx->n_in);
+    if (ctx->n_out != sub->n_out)
+        return oly__error(OLY_ERR_INVALID,
+                          "remat: params n_out is %d but the nested program has %d outputs",
+                          ctx->n_out, sub->n_out);
+    for (int i = 0; i < ctx->n_in; i++) {
+        const oly_aval *want = &sub->in[i]->aval;
+        if (!oly_aval_equal(want, &ctx->in[i])) {
+            char w[256], g[256];
+            oly_aval_format(w, sizeof w, want);
+            oly_aval_format(g, sizeof g, &ctx->in[i]);
+            return oly__error(want->dtype != ctx->in[i].dtype ? OLY_ERR_TYPE : OLY_ERR_SHAPE,
+                              "remat: input %d: nested program expects %s, got %s", i, w, g);
+        }
+    }
+    for (int k = 0; k < sub->n_out; k++) out[k] = oly__atom_aval(&sub->out[k]);
+    return OLY_OK;
+}
+
+static oly_status remat_kernel(const oly_kernel_ctx *ctx)
+{
+    return oly__exec_run_raw(ctx->run, ctx->eqn->sub[0], oly__run_device(ctx->run), ctx->in,
+                             ctx->out);
+}
+
+/* Emit remat(prog) on in into b; out gets prog's outputs. */
+static oly_status emit_remat(oly_builder *b, const oly_eqn *eqn, oly_program *prog,
+                             const oly_atom *in, oly_atom *out)
+{
+    oly_params_call np = *(const oly_params_call *)eqn->params;
+    np.n_out = prog->n_out;
+    return oly__emit(b, eqn->prim, in, prog->n_in, &np, &prog, 1, out);
+}
+
+/* dep[j]: output j of p depends on an input with in_bdim != OLY_NOT_MAPPED. */
+static oly_status batched_outputs(const oly_program *p, const int *in_bdim, bool *dep)
+{
+    bool *v = oly__calloc((size_t)p->n_vars + 1, sizeof *v);
+    if (!v) return OLY_ERR_NOMEM;
+    for (int i = 0; i < p->n_in; i++) v[p->in[i]->id] = in_bdim[i] != OLY_NOT_MAPPED;
+    for (int k = 0; k < p->n_eqn; k++) {
+        const oly_eqn *e = &p->eqn[k];
+        bool any = false;
+        for (int i = 0; i < e->n_in; i++)
+            any |= e->in[i].kind == OLY_ATOM_VAR && v[e->in[i].var->id];
+        for (int j = 0; j < e->n_out; j++) v[e->out[j]->id] = any;
+    }
+    for (int j = 0; j < p->n_out; j++)
+        dep[j] = p->out[j].kind == OLY_ATOM_VAR && v[p->out[j].var->id];
+    free(v);
+    return OLY_OK;
+}
+
+static oly_status remat_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                              const int *in_bdim, oly_atom *out, int *out_bdim)
+{
+    int m = eqn->n_out;
+    int *out_axes = oly__calloc((size_t)m + 1, sizeof *out_axes);
+    bool *dep = oly__calloc((size_t)m + 1, sizeof *dep);
+    oly_program *sub = NULL;
+    oly_status st = out_axes && dep ? batched_outputs(eqn->sub[0], in_bdim, dep) : OLY_ERR_NOMEM;
+    for (int j = 0; st == OLY_OK && j < m; j++) out_axes[j] = dep[j] ? 0 : OLY_NOT_MAPPED;
+    if (st == OLY_OK) st = oly_program_vmap(eqn->sub[0], in_bdim, ctx->size, out_axes, &sub);
+    if (st == OLY_OK) st = emit_remat(ctx->b, eqn, sub, in, out);
+    for (int j = 0; st == OLY_OK && j < m; j++) out_bdim[j] = out_axes[j];
+    oly_program_release(sub);
+    free(out_axes);
+    free(dep);
+    return st;
+}
+
+static oly_status remat_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
+                            const oly_atom *tangent, const bool *tan_nz, oly_atom *primal_out,
+                            oly_atom *tangent_out, bool *out_nz)
+{
+    int n = eqn->n_in, m = eqn->n_out;
+    oly_program *j = NULL;
+    bool *nz_out = oly__calloc((size_t)m + 1, sizeof *nz_out);
+    oly_atom *args = oly__calloc(2 * (size_t)n + 1, sizeof *args);
+    oly_atom *res = oly__calloc(2 * (size_t)m + 1, sizeof *res);
+    oly_status st = nz_out && args && res ? OLY_OK : OLY_ERR_NOMEM;
+    if (st == OLY_OK) st = oly_program_jvp(eqn->sub[0], tan_nz, &j, nz_out);
+    if (st != OLY_OK) goto done;
+    int k = n;
+    for (int i = 0; i < n; i++) args[i] = primal[i];
+    for (int i = 0; i < n; i++)
+        if (tan_nz[i]) args[k++] = tangent[i];
+    int n_tout = 0;
+    for (int o = 0; o < m; o++) n_tout += nz_out[o];
+    if (j->n_in != k || j->n_out != m + n_tout) {
+        st = oly__error(OLY_ERR_INTERNAL, "remat jvp: program has %d inputs and %d outputs, "
+                        "expected %d and %d", j->n_in, j->n_out, k, m + n_tout);
+        goto done;
+    }
+    st = emit_remat(ctx->b, eqn, j, args, res);
+    if (st != OLY_OK) goto done;
+    k = m;
+    for (int o = 0; o < m; o++) {
+        primal_out[o] = res[o];
+        out_nz[o] = nz_out[o];
+        if (nz_out[o]) tangent_out[o] = res[k++];
+    }
+done:
+    oly_program_release(j);
+    free(nz_out);
+    free(args);
+    free(res);
+    return st;
+}
+
+static oly_status remat_pe(oly_pe_ctx *ctx, const oly_eqn *eqn, const oly_atom *known_in,
+                           const oly_atom *unknown_in, const bool *unknown, oly_atom *known_out,
+                           oly_atom *unknown_out, bool *out_unknown)
+{
+    oly_program *sub = eqn->sub[0], *kp = NULL, *up = NULL;
+    int n = eqn->n_in, m = eqn->n_out, n_res = 0;
+    bool *ounk = oly__calloc((size_t)m + 1, sizeof *ounk);
+    oly_atom *kin = oly__calloc((size_t)n + 1, sizeof *kin);
+    oly_atom *uin = oly__calloc((size_t)n + 1, sizeof *uin);
+    oly_atom *kres = NULL, *ures = oly__calloc((size_t)m + 1, sizeof *ures);
+    oly_status st = ounk && kin && uin && ures ? OLY_OK : OLY_ERR_NOMEM;
+    if (st == OLY_OK) st = oly__partial_eval(sub, unknown, &kp, &up, &n_res, ounk);
+    if (st != OLY_OK) goto done;
+    /* known side: the known part, inline */
+    int nk = 0;
+    for (int i = 0; i < n; i++)
+        if (!unknown[i]) kin[nk++] = known_in[i];
+    kres = oly__calloc((size_t)kp->n_out + 1, sizeof *kres);
+    if (!kres) {
+        st = OLY_ERR_NOMEM;
+        goto done;
+    }
+    st = oly__emit_inline(ctx->known, kp, kin, kres);
+    if (st != OLY_OK) goto done;
+    /* unknown side: the whole program again, known inputs as residuals */
+    for (int i = 0; i < n && st == OLY_OK; i++) {
+        if (unknown[i])
+            uin[i] = unknown_in[i];
+        else
+            st = oly__pe_residual(ctx, known_in[i], &uin[i]);
+    }
+    if (st == OLY_OK) st = emit_remat(ctx->unknown, eqn, sub, uin, ures);
+    if (st != OLY_OK) goto done;
+    int k = 0;
+    for (int j = 0; j < m; j++) {
+        out_unknown[j] = ounk[j];
+        if (ounk[j])
+            unknown_out[j] = ures[j];
+        else
+            known_out[j] = kres[k++];
+    }
+done:
+    oly_program_release(kp);
+    oly_program_release(up);
+    free(ounk);
+    free(kin);
+    free(uin);
+    free(kres);
+    free(ures);
+    return st;
+}
+
+/* sub[0] with its inputs reordered: non-linear ones (residuals) first. */
+static oly_status residuals_first(const oly_eqn *eqn, const bool *linear, oly_program **out)
+{
+    oly_program *sub = eqn->sub[0];
+    int n = eqn->n_in;
+    oly_builder *b = NULL;
+    oly_atom *in = oly__calloc((size_t)n + 1, sizeof *in);
+    oly_atom *res = oly__calloc((size_t)sub->n_out + 1, sizeof *res);
+    oly_status st = in && res ? oly_builder_new(&b) : OLY_ERR_NOMEM;
+    for (int pass = 0; pass < 2 && st == OLY_OK; pass++)
+        for (int i = 0; i < n && st == OLY_OK; i++) {
+            if (linear[i] != (pass == 1)) continue;
+            oly_var *v;
+            st = oly_builder_add_input(b, &sub->in[i]->aval, &v);
+            if (st == OLY_OK) in[i] = oly_atom_var(v);
+        }
+    if (st == OLY_OK) st = oly__emit_inline(b, sub, in, res);
+    if (st == OLY_OK) st = oly_builder_finish(b, res, sub->n_out, out);
+    oly_builder_free(b);
+    free(in);
+    free(res);
+    return st;
+}
+
+static oly_status remat_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                                  const bool *linear, const oly_atom *ct, const bool *ct_nz,
+                                  oly_atom *ct_in, bool *ct_in_nz)
+{
+    int n = eqn->n_in, m = eqn->n_out, n_res = 0;
+    for (int i = 0; i < n; i++) n_res += !linear[i];
+    oly_program *lin = NULL, *t = NULL;
+    oly_atom *args = oly__calloc((size_t)n_res + (size_t)m + 1, sizeof *args);
+    oly_atom *res = oly__calloc((size_t)(n - n_res) + 1, sizeof *res);
+    oly_status st = args && res ? residuals_first(eqn, linear, &lin) : OLY_ERR_NOMEM;
+    if (st == OLY_OK) st = oly_program_transpose(lin, n_res, &t);
+    if (st != OLY_OK) goto done;
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (!linear[i]) args[k++] = in[i];
+    for (int o = 0; o < m && st == OLY_OK; o++) {
+        if (ct_nz[o]) {
+            args[k++] = ct[o];
+        } else {
+            oly_aval a = eqn->out[o]->aval;
+            st = oly__emit_full(ctx->b, &a, 0.0, &args[k++]);
+        }
+    }
+    if (st == OLY_OK) st = oly__emit_inline(ctx->b, t, args, res);
+    if (st != OLY_OK) goto done;
+    k = 0;
+    for (int i = 0; i < n; i++) {
+        ct_in_nz[i] = linear[i];
+        if (linear[i]) ct_in[i] = res[k++];
+    }
+done:
+    oly_program_release(lin);
+    oly_program_release(t);
+    free(args);
+    free(res);
+    return st;
+}
+
+const oly_prim oly__prim_remat = {
+    .name = "remat",
+    .n_in = -1,
+    .num_outputs = remat_num_outputs,
+    .params_size = sizeof(oly_params_call),
+    .fields = remat_fields,
+    .n_fields = OLY_ARRAY_LEN(remat_fields),
+    .shape = remat_shape,
+    .kernel = remat_kernel,
+    .batch = remat_batch,
+    .jvp = remat_jvp,
+    .transpose = remat_transpose,
+    .partial_eval = remat_pe,
+};
