@@ -10,7 +10,7 @@ WARN      := -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-pro
 SAN       ?=
 CFLAGS    := -std=c11 $(OPT) -g -fPIC -D_GNU_SOURCE $(WARN) $(SAN) -Iinclude -Isrc \
              -I/usr/include/x86_64-linux-gnu/openblas-pthread
-LDLIBS    := -lopenblas -lm -lpthread
+LDLIBS    := -lsleef -lopenblas -lm -lpthread
 
 LIB_SRC   := $(sort $(wildcard src/*/*.c))
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)

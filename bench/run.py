@@ -123,7 +123,7 @@ def build_native_driver():
     # --whole-archive: every primitive row is linked even if the registry ever
     # refers to its rows weakly again (a plain static link would then drop them).
     _cc(["-std=c11", "-O2", "-D_GNU_SOURCE", "-Wall", "-I" + os.path.join(ROOT, "include"), src,
-         "-Wl,--whole-archive", lib, "-Wl,--no-whole-archive", "-lopenblas", "-lm", "-lpthread"],
+         "-Wl,--whole-archive", lib, "-Wl,--no-whole-archive", "-lsleef", "-lopenblas", "-lm", "-lpthread"],
         out,
         [src, lib, os.path.join(ROOT, "include", "olympus.h")])
     return out

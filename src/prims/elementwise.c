@@ -4,11 +4,12 @@
  *
  * Every operation is a table from dtype to a loop over contiguous elements; the
  * kernel dispatches once per call and the loop does the work, so the f32/f64
- * paths are plain vectorisable loops. float16/bfloat16 compute through float32
- * in chunks; complex uses C99 _Complex. Integer arithmetic never traps: it wraps
- * (computed in unsigned), and division by zero, INT_MIN / -1 and over-wide shifts
- * follow XLA. Binary operands have one dtype and one shape, or one of them is
- * rank 0 and broadcasts. */
+ * paths are plain vectorisable loops; the transcendental ones run on SLEEF's
+ * AVX2 functions where the CPU has them (see "SIMD loops"). float16/bfloat16
+ * compute through float32 in chunks; complex uses C99 _Complex. Integer
+ * arithmetic never traps: it wraps (computed in unsigned), and division by
+ * zero, INT_MIN / -1 and over-wide shifts follow XLA. Binary operands have one
+ * dtype and one shape, or one of them is rank 0 and broadcasts. */
 #include "internal.h"
 #include "trans/trans.h"
 
@@ -1006,6 +1007,198 @@ COPY_ZERO(2)
 COPY_ZERO(4)
 COPY_ZERO(8)
 
+/* ---------------------------------------------------------------- SIMD loops (x86-64 AVX2)
+ *
+ * The f32/f64 transcendental loops run 8 (f32) or 4 (f64) lanes at a time
+ * through SLEEF's 1.0-ULP (u10) AVX2 functions when the CPU has AVX2 and FMA;
+ * sqrt, rsqrt, floor and ceil use the exact instructions. The choice is made
+ * once per loop call (simd_ok); the tail is padded into one more vector, so
+ * every element of a call goes through the same function. Elsewhere, or with
+ * OLYMPUS_NO_SIMD set in the environment, the scalar libm loops run. */
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#include <sleef.h>
+#pragma GCC pop_options
+#define SIMD __attribute__((target("avx2,fma")))
+
+static atomic_int simd_state; /* 0: not probed yet, 1: on, 2: off */
+
+static bool simd_ok(void)
+{
+    int s = atomic_load_explicit(&simd_state, memory_order_relaxed);
+    if (s == 0) {
+        const char *e = getenv("OLYMPUS_NO_SIMD");
+        bool on = !(e && *e && strcmp(e, "0") != 0) && __builtin_cpu_supports("avx2") &&
+                  __builtin_cpu_supports("fma");
+        s = on ? 1 : 2;
+        atomic_store_explicit(&simd_state, s, memory_order_relaxed);
+    }
+    return s == 1;
+}
+
+/* fname: y[i] = VEXPR with v = x[i..i+W) as VT (W lanes of T). */
+#define V_ULOOP(fname, T, VT, W, LOAD, STORE, VEXPR)                                      \
+    SIMD static void fname(const void *xv, void *yv, int64_t n)                           \
+    {                                                                                     \
+        const T *xp = xv;                                                                 \
+        T *yp = yv;                                                                       \
+        int64_t i = 0;                                                                    \
+        for (; i + W <= n; i += W) {                                                      \
+            VT v = LOAD(xp + i);                                                          \
+            STORE(yp + i, (VEXPR));                                                       \
+        }                                                                                 \
+        if (i < n) {                                                                      \
+            T t[W] = {0};                                                                 \
+            memcpy(t, xp + i, (size_t)(n - i) * sizeof(T));                              \
+            VT v = LOAD(t);                                                               \
+            STORE(t, (VEXPR));                                                            \
+            memcpy(yp + i, t, (size_t)(n - i) * sizeof(T));                               \
+        }                                                                                 \
+    }
+
+/* fname: o[i] = VEXPR with x, y the lanes of a and b (or a broadcast a[0] / b[0]). */
+#define V_BLOOP(fname, T, VT, W, LOAD, STORE, SET1, VEXPR)                                \
+    SIMD static void fname(const void *av, const void *bv, void *ov, int64_t n, int mode) \
+    {                                                                                     \
+        const T *ap = av, *bp = bv;                                                       \
+        T *op = ov;                                                                       \
+        int64_t i = 0;                                                                    \
+        if (mode == A_SCALAR) {                                                           \
+            const VT x = SET1(ap[0]);                                                     \
+            for (; i + W <= n; i += W) {                                                  \
+                VT y = LOAD(bp + i);                                                      \
+                STORE(op + i, (VEXPR));                                                   \
+            }                                                                             \
+        } else if (mode == B_SCALAR) {                                                    \
+            const VT y = SET1(bp[0]);                                                     \
+            for (; i + W <= n; i += W) {                                                  \
+                VT x = LOAD(ap + i);                                                      \
+                STORE(op + i, (VEXPR));                                                   \
+            }                                                                             \
+        } else {                                                                          \
+            for (; i + W <= n; i += W) {                                                  \
+                VT x = LOAD(ap + i), y = LOAD(bp + i);                                    \
+                STORE(op + i, (VEXPR));                                                   \
+            }                                                                             \
+        }                                                                                 \
+        if (i < n) {                                                                      \
+            T ta[W], tb[W];                                                               \
+            for (int j = 0; j < W; j++) {                                                 \
+                bool in_ = i + j < n;                                                     \
+                ta[j] = mode == A_SCALAR ? ap[0] : in_ ? ap[i + j] : (T)1;                \
+                tb[j] = mode == B_SCALAR ? bp[0] : in_ ? bp[i + j] : (T)1;                \
+            }                                                                             \
+            VT x = LOAD(ta), y = LOAD(tb);                                                \
+            STORE(ta, (VEXPR));                                                           \
+            memcpy(op + i, ta, (size_t)(n - i) * sizeof(T));                              \
+        }                                                                                 \
+    }
+
+#define V_ULOOP_F32(fname, VEXPR) \
+    V_ULOOP(fname, float, __m256, 8, _mm256_loadu_ps, _mm256_storeu_ps, VEXPR)
+#define V_ULOOP_F64(fname, VEXPR) \
+    V_ULOOP(fname, double, __m256d, 4, _mm256_loadu_pd, _mm256_storeu_pd, VEXPR)
+#define V_BLOOP_F32(fname, VEXPR) \
+    V_BLOOP(fname, float, __m256, 8, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps, VEXPR)
+#define V_BLOOP_F64(fname, VEXPR) \
+    V_BLOOP(fname, double, __m256d, 4, _mm256_loadu_pd, _mm256_storeu_pd, _mm256_set1_pd, VEXPR)
+
+/* The f32 and f64 loops of a unary op: SIMD when available, else the scalar EF / ED. */
+#define F_UNARY_V(op, EF, ED, VF, VD)                                                     \
+    U_LOOP(op##_f32_s, float, float, EF)                                                  \
+    U_LOOP(op##_f64_s, double, double, ED)                                                \
+    V_ULOOP_F32(op##_f32_v, VF)                                                           \
+    V_ULOOP_F64(op##_f64_v, VD)                                                           \
+    static void op##_f32(const void *x, void *y, int64_t n, const void *p)                \
+    {                                                                                     \
+        if (simd_ok()) op##_f32_v(x, y, n);                                               \
+        else op##_f32_s(x, y, n, p);                                                      \
+    }                                                                                     \
+    static void op##_f64(const void *x, void *y, int64_t n, const void *p)                \
+    {                                                                                     \
+        if (simd_ok()) op##_f64_v(x, y, n);                                               \
+        else op##_f64_s(x, y, n, p);                                                      \
+    }                                                                                     \
+    HALF_U(op, false)
+#define F_BINARY_V(op, EF, ED, VF, VD)                                                    \
+    B_LOOP(op##_f32_s, float, float, EF)                                                  \
+    B_LOOP(op##_f64_s, double, double, ED)                                                \
+    V_BLOOP_F32(op##_f32_v, VF)                                                           \
+    V_BLOOP_F64(op##_f64_v, VD)                                                           \
+    static void op##_f32(const void *a, const void *b, void *o, int64_t n, int mode)      \
+    {                                                                                     \
+        if (simd_ok()) op##_f32_v(a, b, o, n, mode);                                      \
+        else op##_f32_s(a, b, o, n, mode);                                                \
+    }                                                                                     \
+    static void op##_f64(const void *a, const void *b, void *o, int64_t n, int mode)      \
+    {                                                                                     \
+        if (simd_ok()) op##_f64_v(a, b, o, n, mode);                                      \
+        else op##_f64_s(a, b, o, n, mode);                                                \
+    }                                                                                     \
+    HALF_B(op, false)
+
+/* SLEEF's 1.0-ULP AVX2 functions by name. */
+#define SF(f) Sleef_##f##f8_u10avx2(v)
+#define SD(f) Sleef_##f##d4_u10avx2(v)
+
+/* SLEEF's sinh/cosh, asinh/acosh and log1p have a narrower domain than libm:
+ * past it they return inf where the true value is finite. The lanes of v
+ * marked in bad go through the scalar libm function instead (rare inputs). */
+SIMD static inline __m256 fix_f32(__m256 v, __m256 r, __m256 bad, float (*f)(float))
+{
+    int m = _mm256_movemask_ps(bad);
+    if (!m) return r;
+    float xs[8], rs[8];
+    _mm256_storeu_ps(xs, v);
+    _mm256_storeu_ps(rs, r);
+    for (int j = 0; j < 8; j++)
+        if (m >> j & 1) rs[j] = f(xs[j]);
+    return _mm256_loadu_ps(rs);
+}
+SIMD static inline __m256d fix_f64(__m256d v, __m256d r, __m256d bad, double (*f)(double))
+{
+    int m = _mm256_movemask_pd(bad);
+    if (!m) return r;
+    double xs[4], rs[4];
+    _mm256_storeu_pd(xs, v);
+    _mm256_storeu_pd(rs, r);
+    for (int j = 0; j < 4; j++)
+        if (m >> j & 1) rs[j] = f(xs[j]);
+    return _mm256_loadu_pd(rs);
+}
+/* Lanes with |v| > lim (NaN lanes are not marked). */
+SIMD static inline __m256 abs_gt_f32(__m256 v, float lim)
+{
+    __m256 a = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
+    return _mm256_cmp_ps(a, _mm256_set1_ps(lim), _CMP_GT_OQ);
+}
+SIMD static inline __m256d abs_gt_f64(__m256d v, double lim)
+{
+    __m256d a = _mm256_andnot_pd(_mm256_set1_pd(-0.0), v);
+    return _mm256_cmp_pd(a, _mm256_set1_pd(lim), _CMP_GT_OQ);
+}
+/* SLEEF f over its domain |x| <= LF (f32) / LD (f64), libm past it. */
+#define V_GUARDED(fn, LF, LD)                                                              \
+    SIMD static inline __m256 fn##_vf(__m256 v)                                            \
+    {                                                                                     \
+        return fix_f32(v, Sleef_##fn##f8_u10avx2(v), abs_gt_f32(v, LF), fn##f);             \
+    }                                                                                     \
+    SIMD static inline __m256d fn##_vd(__m256d v)                                          \
+    {                                                                                     \
+        return fix_f64(v, Sleef_##fn##d4_u10avx2(v), abs_gt_f64(v, LD), fn);                \
+    }
+V_GUARDED(sinh, 88.0f, 709.0)
+V_GUARDED(cosh, 88.0f, 709.0)
+V_GUARDED(asinh, 1e18f, 1e150)
+V_GUARDED(acosh, 1e18f, 1e150)
+V_GUARDED(log1p, 1e37f, 1e300)
+#else
+#define F_UNARY_V(op, EF, ED, VF, VD) F_UNARY(op, EF, ED)
+#define F_BINARY_V(op, EF, ED, VF, VD) F_BINARY(op, EF, ED)
+#endif
+
 /* ---------------------------------------------------------------- unary framework */
 
 typedef enum { OUT_SAME, OUT_BOOL, OUT_REAL } out_rule;
@@ -1088,43 +1281,55 @@ static oly_status unary_kernel(const unary_op *op, const oly_kernel_ctx *c)
 #define ACC_BITS "a boolean or integer operand"
 
 /* Float transcendental with complex support: one line per op. */
-#define TRANSCENDENTAL(op, EF, ED, EC, EZ)                                                \
-    F_UNARY(op, EF, ED)                                                                   \
+#define TRANSCENDENTAL(op, EF, ED, EC, EZ, VF, VD)                                        \
+    F_UNARY_V(op, EF, ED, VF, VD)                                                         \
     C_UNARY(op, EC, EZ)                                                                   \
     static const unary_op op##_op = {#op, ACC_INEXACT, OUT_SAME, NULL,                    \
                                      {E_FLOAT(op), E_CPLX(op)}};                          \
     UNARY_ROW(op, true, NULL)
-#define FLOAT_ONLY(op, EF, ED)                                                            \
-    F_UNARY(op, EF, ED)                                                                   \
+#define FLOAT_ONLY(op, EF, ED, VF, VD)                                                    \
+    F_UNARY_V(op, EF, ED, VF, VD)                                                         \
     static const unary_op op##_op = {#op, ACC_FLOAT, OUT_SAME, NULL, {E_FLOAT(op)}};      \
     UNARY_ROW(op, true, NULL)
 
 /* ---------------------------------------------------------------- unary: transcendental */
 
-TRANSCENDENTAL(exp, expf(x), exp(x), cexpf(x), cexp(x))
-TRANSCENDENTAL(exp2, exp2f(x), exp2(x), cexpf(x * (float)M_LN2), cexp(x * M_LN2))
-TRANSCENDENTAL(log, logf(x), log(x), clogf(x), clog(x))
-TRANSCENDENTAL(log1p, log1pf(x), log1p(x), clogf(1.0f + x), clog(1.0 + x))
-TRANSCENDENTAL(expm1, expm1f(x), expm1(x), cexpf(x) - 1.0f, cexp(x) - 1.0)
-TRANSCENDENTAL(sin, sinf(x), sin(x), csinf(x), csin(x))
-TRANSCENDENTAL(cos, cosf(x), cos(x), ccosf(x), ccos(x))
-TRANSCENDENTAL(tan, tanf(x), tan(x), ctanf(x), ctan(x))
-TRANSCENDENTAL(asin, asinf(x), asin(x), casinf(x), casin(x))
-TRANSCENDENTAL(acos, acosf(x), acos(x), cacosf(x), cacos(x))
-TRANSCENDENTAL(atan, atanf(x), atan(x), catanf(x), catan(x))
-TRANSCENDENTAL(sinh, sinhf(x), sinh(x), csinhf(x), csinh(x))
-TRANSCENDENTAL(cosh, coshf(x), cosh(x), ccoshf(x), ccosh(x))
-TRANSCENDENTAL(tanh, tanhf(x), tanh(x), ctanhf(x), ctanh(x))
-TRANSCENDENTAL(asinh, asinhf(x), asinh(x), casinhf(x), casinh(x))
-TRANSCENDENTAL(acosh, acoshf(x), acosh(x), cacoshf(x), cacosh(x))
-TRANSCENDENTAL(atanh, atanhf(x), atanh(x), catanhf(x), catanh(x))
+TRANSCENDENTAL(exp, expf(x), exp(x), cexpf(x), cexp(x), SF(exp), SD(exp))
+TRANSCENDENTAL(exp2, exp2f(x), exp2(x), cexpf(x * (float)M_LN2), cexp(x * M_LN2), SF(exp2),
+               SD(exp2))
+TRANSCENDENTAL(log, logf(x), log(x), clogf(x), clog(x), SF(log), SD(log))
+TRANSCENDENTAL(log1p, log1pf(x), log1p(x), clogf(1.0f + x), clog(1.0 + x), log1p_vf(v), log1p_vd(v))
+TRANSCENDENTAL(expm1, expm1f(x), expm1(x), cexpf(x) - 1.0f, cexp(x) - 1.0, SF(expm1), SD(expm1))
+TRANSCENDENTAL(sin, sinf(x), sin(x), csinf(x), csin(x), SF(sin), SD(sin))
+TRANSCENDENTAL(cos, cosf(x), cos(x), ccosf(x), ccos(x), SF(cos), SD(cos))
+TRANSCENDENTAL(tan, tanf(x), tan(x), ctanf(x), ctan(x), SF(tan), SD(tan))
+TRANSCENDENTAL(asin, asinf(x), asin(x), casinf(x), casin(x), SF(asin), SD(asin))
+TRANSCENDENTAL(acos, acosf(x), acos(x), cacosf(x), cacos(x), SF(acos), SD(acos))
+TRANSCENDENTAL(atan, atanf(x), atan(x), catanf(x), catan(x), SF(atan), SD(atan))
+TRANSCENDENTAL(sinh, sinhf(x), sinh(x), csinhf(x), csinh(x), sinh_vf(v), sinh_vd(v))
+TRANSCENDENTAL(cosh, coshf(x), cosh(x), ccoshf(x), ccosh(x), cosh_vf(v), cosh_vd(v))
+TRANSCENDENTAL(tanh, tanhf(x), tanh(x), ctanhf(x), ctanh(x), SF(tanh), SD(tanh))
+TRANSCENDENTAL(asinh, asinhf(x), asinh(x), casinhf(x), casinh(x), asinh_vf(v), asinh_vd(v))
+TRANSCENDENTAL(acosh, acoshf(x), acosh(x), cacoshf(x), cacosh(x), acosh_vf(v), acosh_vd(v))
+TRANSCENDENTAL(atanh, atanhf(x), atanh(x), catanhf(x), catanh(x), SF(atanh), SD(atanh))
 TRANSCENDENTAL(logistic, 1.0f / (1.0f + expf(-x)), 1.0 / (1.0 + exp(-x)),
-               1.0f / (1.0f + cexpf(-x)), 1.0 / (1.0 + cexp(-x)))
-TRANSCENDENTAL(sqrt, sqrtf(x), sqrt(x), csqrtf(x), csqrt(x))
-TRANSCENDENTAL(rsqrt, 1.0f / sqrtf(x), 1.0 / sqrt(x), 1.0f / csqrtf(x), 1.0 / csqrt(x))
-FLOAT_ONLY(cbrt, cbrtf(x), cbrt(x))
-FLOAT_ONLY(floor, floorf(x), floor(x))
-FLOAT_ONLY(ceil, ceilf(x), ceil(x))
+               1.0f / (1.0f + cexpf(-x)), 1.0 / (1.0 + cexp(-x)),
+               _mm256_div_ps(_mm256_set1_ps(1.0f),
+                             _mm256_add_ps(_mm256_set1_ps(1.0f),
+                                           Sleef_expf8_u10avx2(_mm256_sub_ps(
+                                               _mm256_setzero_ps(), v)))),
+               _mm256_div_pd(_mm256_set1_pd(1.0),
+                             _mm256_add_pd(_mm256_set1_pd(1.0),
+                                           Sleef_expd4_u10avx2(_mm256_sub_pd(
+                                               _mm256_setzero_pd(), v)))))
+TRANSCENDENTAL(sqrt, sqrtf(x), sqrt(x), csqrtf(x), csqrt(x), _mm256_sqrt_ps(v),
+               _mm256_sqrt_pd(v))
+TRANSCENDENTAL(rsqrt, 1.0f / sqrtf(x), 1.0 / sqrt(x), 1.0f / csqrtf(x), 1.0 / csqrt(x),
+               _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_sqrt_ps(v)),
+               _mm256_div_pd(_mm256_set1_pd(1.0), _mm256_sqrt_pd(v)))
+FLOAT_ONLY(cbrt, cbrtf(x), cbrt(x), SF(cbrt), SD(cbrt))
+FLOAT_ONLY(floor, floorf(x), floor(x), _mm256_floor_ps(v), _mm256_floor_pd(v))
+FLOAT_ONLY(ceil, ceilf(x), ceil(x), _mm256_ceil_ps(v), _mm256_ceil_pd(v))
 
 /* round: half away from zero (0) or half to even (1). */
 U_LOOP(round_away_f32, float, float, roundf(x))
@@ -1252,6 +1457,10 @@ UNARY_ROW(conj, true, conj_transpose)
         const T *xp = xv;                                                                 \
         T *yp = yv;                                                                       \
         T acc[CHUNK], b[CHUNK];                                                           \
+        if (e == 2) { /* x**2 (the common case): one pass, same result */               \
+            for (int64_t i = 0; i < n; i++) yp[i] = MUL(xp[i], xp[i]);                    \
+            return;                                                                       \
+        }                                                                                 \
         for (int64_t s = 0; s < n; s += CHUNK) {                                          \
             int64_t m = n - s < CHUNK ? n - s : CHUNK;                                    \
             for (int64_t j = 0; j < m; j++) {                                             \
@@ -1516,7 +1725,7 @@ static inline c128 cpow128(c128 x, c128 y)
     if (x == 0 && creal(y) > 0) return 0;
     return cpow(x, y);
 }
-F_BINARY(pow, powf(x, y), pow(x, y))
+F_BINARY_V(pow, powf(x, y), pow(x, y), Sleef_powf8_u10avx2(x, y), Sleef_powd4_u10avx2(x, y))
 C_BINARY(pow, cpow64(x, y), cpow128(x, y))
 static const binary_op pow_op = {"pow", ACC2_NUM, false, {E_INT(pow), E_FLOAT(pow), E_CPLX(pow)}};
 BINARY_ROW(pow, true, NULL)
@@ -1538,7 +1747,8 @@ BINARY_ROW(max, true, NULL)
 BINARY_ROW(min, true, NULL)
 
 /* atan2, nextafter: floats. nextafter on 16-bit formats steps the bit pattern. */
-F_BINARY(atan2, atan2f(x, y), atan2(x, y))
+F_BINARY_V(atan2, atan2f(x, y), atan2(x, y), Sleef_atan2f8_u10avx2(x, y),
+           Sleef_atan2d4_u10avx2(x, y))
 static const binary_op atan2_op = {"atan2", ACC2_FLOAT, false, {E_FLOAT(atan2)}};
 BINARY_ROW(atan2, true, NULL)
 
