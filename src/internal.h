@@ -285,4 +285,23 @@ int oly__run_device(const oly_run *run);
 /* Frees a program's cached executable (called by oly_program_release). */
 void oly__exec_free(void *exe);
 
+/* ---------------------------------------------------------------- primitive helpers */
+
+/* A bounded text for error messages, returned by value. */
+typedef struct oly_text { char s[320]; } oly_text;
+/* "f32[5,3]" (truncated to fit). */
+oly_text oly__show_aval(const oly_aval *a);
+/* "(1, 2, 3)"; a list too long to fit ends in ", ...)". */
+oly_text oly__show_ints(const oly_ints *v);
+/* Fails (OLY_ERR_INVALID, naming who and field) unless v has 0..OLY_MAX_RANK entries. */
+oly_status oly__check_ints(const char *who, const char *field, const oly_ints *v);
+/* Fails (OLY_ERR_INVALID, naming who) unless rank dims (each >= 0) multiply to an
+ * element count whose byte size fits for every dtype; the check of oly_aval_make. */
+oly_status oly__dims_check(const char *who, int rank, const int64_t *dims);
+/* The transpose rule of a primitive that calls its sub[0] (pjit, remat): sub[0]
+ * is transposed as a whole with the non-linear inputs as residuals (call.c). */
+oly_status oly__call_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                               const bool *linear, const oly_atom *ct, const bool *ct_nz,
+                               oly_atom *ct_in, bool *ct_in_nz);
+
 #endif /* OLYMPUS_INTERNAL_H */

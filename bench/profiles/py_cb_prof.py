@@ -5,6 +5,8 @@
 SIDE: "oly" (256 chained callbacks in one jitted call, as bench/run.py's unroll
 driver, called N times) or "floor" (bench/floor.c's py_loop, N*256 calls).
 FLAVOUR: pure | io | debug. SHAPE env: "f32" (default) or "f64k" (f64[1000]).
+DRIVER env: "unroll" (default) or "fori" (bench/run.py's fori driver: a
+lax.fori_loop of 256 callbacks in one jitted call).
 Per-callback cost = (Ir(N2) - Ir(N1)) / ((N2 - N1) * 256): run it twice.
 """
 import os
@@ -56,7 +58,10 @@ def main():
             v = one(v)
         return v
 
-    jf = olympus.jit(chain)
+    if os.environ.get("DRIVER") == "fori":
+        jf = olympus.jit(lambda v: olympus.lax.fori_loop(0, K, lambda i, w: one(w), v))
+    else:
+        jf = olympus.jit(chain)
     xa = olympus.numpy.asarray(x)
     jf(xa)
     for _ in range(n):

@@ -2,6 +2,24 @@
  * printer's "f32[5,3]" form, row-major strides and axis normalisation. */
 #include "internal.h"
 
+oly_status oly__dims_check(const char *who, int rank, const int64_t *dims)
+{
+    int64_t size = 1;
+    for (int i = 0; i < rank; i++)
+        if (dims[i] == 0) return OLY_OK;
+    for (int i = 0; i < rank; i++) {
+        if (size > INT64_MAX / dims[i])
+            return oly__error(OLY_ERR_INVALID, "%s: element count overflows at dimension %d", who,
+                              i);
+        size *= dims[i];
+    }
+    /* 16: the widest element, so that nbytes fits size_t for every dtype */
+    if ((uint64_t)size > SIZE_MAX / 16)
+        return oly__error(OLY_ERR_INVALID, "%s: %lld elements is too many", who,
+                          (long long)size);
+    return OLY_OK;
+}
+
 oly_status oly_aval_make(oly_dtype t, int rank, const int64_t *dims, oly_aval *out)
 {
     if ((unsigned)t >= OLY_DTYPE_COUNT)
@@ -11,22 +29,13 @@ oly_status oly_aval_make(oly_dtype t, int rank, const int64_t *dims, oly_aval *o
                           rank);
     if (rank > 0 && !dims)
         return oly__error(OLY_ERR_INVALID, "aval: rank %d but dims is NULL", rank);
-    int64_t size = 1;
-    bool zero = false;
-    for (int i = 0; i < rank; i++) {
+    for (int i = 0; i < rank; i++)
         if (dims[i] < 0)
             return oly__error(OLY_ERR_SHAPE, "aval: dimension %d is negative (%lld)", i,
                               (long long)dims[i]);
-        if (dims[i] == 0) zero = true;
-        else if (!zero) {
-            if (size > INT64_MAX / dims[i])
-                return oly__error(OLY_ERR_SHAPE, "aval: element count overflows at dimension %d",
-                                  i);
-            size *= dims[i];
-        }
-    }
-    if (!zero && (uint64_t)size > SIZE_MAX / 16)
-        return oly__error(OLY_ERR_SHAPE, "aval: %lld elements is too many", (long long)size);
+    /* The public API keeps OLY_ERR_SHAPE here (pinned by tests/c/test_core.c);
+     * programs built while tracing report OLY_ERR_INVALID (check_aval in program.c). */
+    if (oly__dims_check("aval", rank, dims) != OLY_OK) return OLY_ERR_SHAPE;
     oly_aval a;
     memset(&a, 0, sizeof a);
     a.dtype = t;

@@ -95,6 +95,7 @@ void oly__exec_free(void *p)
     free(exe->step);
     free(exe->loc);
     free(exe->out_src);
+    free(exe->out_aval);
     free(exe->in_needs_array);
     free(exe->own);
     free(exe->out_loc_var);
@@ -152,6 +153,7 @@ static oly_status compile(oly_program *p, oly_exe **out)
     exe->loc = oly__calloc(nv, sizeof *exe->loc);
     exe->lit = oly__calloc(n_lits, sizeof *exe->lit);
     exe->out_src = oly__calloc((size_t)p->n_out, sizeof *exe->out_src);
+    exe->out_aval = oly__calloc((size_t)p->n_out, sizeof *exe->out_aval);
     exe->in_needs_array = oly__calloc((size_t)p->n_in, sizeof *exe->in_needs_array);
     exe->own = oly__calloc(nv + (size_t)p->n_in + 1, sizeof *exe->own);
     exe->out_loc_var = oly__calloc(nv + 1, sizeof *exe->out_loc_var);
@@ -162,7 +164,8 @@ static oly_status compile(oly_program *p, oly_exe **out)
     n_uses_by_cb = oly__calloc(nv, sizeof *n_uses_by_cb);
     out_first = oly__calloc(nv, sizeof *out_first);
     freed = oly__calloc(nv, sizeof *freed);
-    if (!exe->step || !exe->loc || !exe->lit || !exe->out_src || !exe->in_needs_array ||
+    if (!exe->step || !exe->loc || !exe->lit || !exe->out_src || !exe->out_aval ||
+        !exe->in_needs_array ||
         !exe->own || !exe->out_loc_var || !exe->refs || !exe->avals || !last_use || !n_uses_by_cb || !out_first || !freed) {
         st = OLY_ERR_NOMEM;
         goto fail;
@@ -227,7 +230,8 @@ static oly_status compile(oly_program *p, oly_exe **out)
             s->out_var[j] = (int)v;
             s->out_aval[j] = e->out[j]->aval;
             if (n_uses_by_cb[v] > 0) {
-                exe->own[exe->n_own] = (oly_own){v, -1, &e->out[j]->aval};
+                exe->own[exe->n_own] = (oly_own){v, -1, &e->out[j]->aval,
+                                                 oly_aval_nbytes(&e->out[j]->aval)};
                 exe->loc[v] = (oly_loc){OLY_LOC_OWN, exe->n_own++, 0};
             } else if (out_first[v] >= 0) {
                 exe->loc[v] = (oly_loc){OLY_LOC_OUT, out_first[v], 0};
@@ -275,8 +279,9 @@ static oly_status compile(oly_program *p, oly_exe **out)
     size_t own_bytes = 0;
     for (int i = 0; i < p->n_in; i++)
         if (exe->in_needs_array[i])
-            exe->own[exe->n_own_all++] = (oly_own){p->in[i]->id, i, &p->in[i]->aval};
-    for (int i = 0; i < exe->n_own_all; i++) own_bytes += round_up(oly_aval_nbytes(exe->own[i].aval));
+            exe->own[exe->n_own_all++] =
+                (oly_own){p->in[i]->id, i, &p->in[i]->aval, oly_aval_nbytes(&p->in[i]->aval)};
+    for (int i = 0; i < exe->n_own_all; i++) own_bytes += round_up(exe->own[i].nbytes);
     exe->pool = exe->scratch_bytes + own_bytes <= OLY_EXEC_POOL_BYTES;
 
     /* Program outputs: written in place, or copied at the end of the run. */
@@ -290,8 +295,8 @@ static oly_status compile(oly_program *p, oly_exe **out)
             exe->out_src[k].ref = (int)v;
             exe->out_src[k].direct = exe->loc[v].kind == OLY_LOC_OUT && exe->loc[v].idx == k;
         }
-        oly_aval av_k = oly__atom_aval(a);
-        exe->out_src[k].nbytes = oly_aval_nbytes(&av_k);
+        exe->out_aval[k] = oly__atom_aval(a);
+        exe->out_src[k].nbytes = oly_aval_nbytes(&exe->out_aval[k]);
     }
 
     exe->n_slots = nv + (uint32_t)exe->n_lit;

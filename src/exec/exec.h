@@ -57,6 +57,7 @@ typedef struct oly_own {
     uint32_t var;
     int in_idx;                 /* -1 for an OLY_LOC_OWN var */
     const oly_aval *aval;       /* borrowed from the program */
+    size_t nbytes;
 } oly_own;
 
 typedef struct oly_exe {
@@ -69,6 +70,7 @@ typedef struct oly_exe {
     int n_lit;
     oly_array **lit;            /* owned references: 0-d literal values */
     oly_out_src *out_src;       /* owned, n_out */
+    oly_aval *out_aval;         /* owned, n_out: the program's output avals */
     bool *in_needs_array;       /* owned, n_in: a callback consumes input i */
     int n_own;                  /* vars with OLY_LOC_OWN */
     int n_own_all;              /* n_own + inputs with in_needs_array */

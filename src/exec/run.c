@@ -5,6 +5,11 @@
  * recursion is an error rather than a stack overflow. */
 #include "exec/exec.h"
 
+/* Depth of the innermost top-level run (parent NULL) on this thread. Nested
+ * runs take their depth from their parent and leave it alone: in the Python
+ * extension every access to it is a __tls_get_addr call, too much for a run
+ * per loop iteration. Runaway recursion goes through host functions, hence
+ * through top-level runs, so it is still bounded. */
 static _Thread_local int thread_depth;
 
 int oly__run_device(const oly_run *run) { return run ? run->device : 0; }
@@ -23,6 +28,7 @@ int oly__run_device(const oly_run *run) { return run ? run->device : 0; }
 typedef struct run_state {
     oly_run run;                /* this run; every ctx[i].run points here */
     oly_kernel_ctx *ctx;        /* n_step */
+    oly_kernel_fn *kern;        /* n_step: each step's kernel */
     void **val;                 /* n_slots: where each var's (or literal's) bytes are */
     oly_array **arr;            /* n_slots: the value as an array, where it is one */
     void **ptr;                 /* n_refs: exe->refs resolved through val */
@@ -54,7 +60,8 @@ static run_state *state_new(const oly_exe *exe)
 {
     const oly_program *p = exe->prog;
     size_t ns = exe->n_slots, nr = exe->n_refs, no = (size_t)exe->n_own_all;
-    size_t bytes = sizeof(run_state) + (size_t)exe->n_step * sizeof(oly_kernel_ctx) +
+    size_t bytes = sizeof(run_state) +
+                   (size_t)exe->n_step * (sizeof(oly_kernel_ctx) + sizeof(oly_kernel_fn)) +
                    ns * (sizeof(void *) + sizeof(oly_array *)) +
                    nr * (sizeof(void *) + sizeof(oly_array *)) + no * sizeof(oly_array *);
     run_state *rs = oly__calloc(1, bytes);
@@ -65,6 +72,7 @@ static run_state *state_new(const oly_exe *exe)
     rs->ptr = (void **)(rs->arr + ns);
     rs->parr = (oly_array **)(rs->ptr + nr);
     rs->own = (oly_array **)(rs->parr + nr);
+    rs->kern = (oly_kernel_fn *)(rs->own + no);
     rs->n_missing = exe->n_own;
     if (exe->scratch_bytes > 0) {
         rs->scratch = aligned_alloc(OLY_EXEC_ALIGN, exe->scratch_bytes);
@@ -92,6 +100,7 @@ static run_state *state_new(const oly_exe *exe)
             uint32_t v = e->out[j]->id;
             if (exe->loc[v].kind == OLY_LOC_SCRATCH) rs->val[v] = rs->scratch + exe->loc[v].off;
         }
+        rs->kern[i] = s->kernel;
         rs->ctx[i] = (oly_kernel_ctx){
             .eqn = e,
             .params = e->params,
@@ -122,7 +131,8 @@ oly_status oly__exec_run(oly_run *parent, const oly_exe *exe, int device, const 
 {
     const oly_program *p = exe->prog;
     oly_status st = OLY_OK;
-    if (thread_depth >= OLY_EXEC_MAX_DEPTH)
+    int depth = (parent ? parent->depth : thread_depth) + 1;
+    if (depth > OLY_EXEC_MAX_DEPTH)
         return oly__error(OLY_ERR_INVALID,
                           "program nesting deeper than %d levels (runaway recursion through "
                           "nested programs or host functions?)",
@@ -133,7 +143,7 @@ oly_status oly__exec_run(oly_run *parent, const oly_exe *exe, int device, const 
     run_state *rs = exe->pool ? atomic_exchange_explicit(&mut->spare, NULL, memory_order_acquire)
                               : NULL;
     if (!rs && !(rs = state_new(exe))) return OLY_ERR_NOMEM;
-    rs->run = (oly_run){parent, device, thread_depth + 1};
+    rs->run = (oly_run){parent, device, depth};
     void **val = rs->val;
     oly_array **arr = rs->arr;
 
@@ -165,12 +175,11 @@ oly_status oly__exec_run(oly_run *parent, const oly_exe *exe, int device, const 
         }
         a->device = device;
         if (o->in_idx >= 0) {
-            /* A host function may keep this input: it gets a copy of its own. */
-            size_t nb = oly_aval_nbytes(o->aval);
-            if (nb) memcpy(a->buf->data, in[o->in_idx], nb);
+            /* A host function may keep this input: it gets a copy of its own
+             * (input references are refreshed below, exe->patch). */
+            if (o->nbytes) memcpy(a->buf->data, in[o->in_idx], o->nbytes);
             arr[o->var] = a;
             val[o->var] = a->buf->data;
-            rs->resolved = false; /* the input slot was just overwritten */
         }
     }
     rs->device = device;
@@ -189,12 +198,18 @@ oly_status oly__exec_run(oly_run *parent, const oly_exe *exe, int device, const 
         rs->resolved = true;
     }
 
-    thread_depth++;
-    for (int i = 0; i < exe->n_step; i++) {
-        const oly_step *s = &exe->step[i];
-        st = s->kernel(&rs->ctx[i]);
+    int outer_depth = 0;
+    if (!parent) {
+        outer_depth = thread_depth;
+        thread_depth = depth;
+    }
+    /* Locals, so the loop reloads nothing after each (opaque) kernel call. */
+    const oly_kernel_fn *kern = rs->kern;
+    const oly_kernel_ctx *ctx = rs->ctx;
+    for (int i = 0, n = exe->n_step; i < n; i++) {
+        st = kern[i](&ctx[i]);
         if (st != OLY_OK) {
-            const oly_eqn *e = s->eqn;
+            const oly_eqn *e = exe->step[i].eqn;
             if ((unsigned)st >= OLY_STATUS_COUNT) st = OLY_ERR_CALLBACK;
             /* Host function failures keep their message (and payload) intact;
              * nested programs have named their failing primitive already. */
@@ -203,7 +218,7 @@ oly_status oly__exec_run(oly_run *parent, const oly_exe *exe, int device, const 
             break;
         }
     }
-    thread_depth--;
+    if (!parent) thread_depth = outer_depth;
     if (st != OLY_OK) goto done;
 
     /* Outputs that are inputs, constants, literals, repeats or callback
@@ -215,7 +230,7 @@ oly_status oly__exec_run(oly_run *parent, const oly_exe *exe, int device, const 
 
 done:
     /* Keep the held arrays nobody else references; drop the others. */
-    for (int i = 0; i < exe->n_own_all; i++) {
+    for (int i = 0, n = exe->n_own_all; i < n; i++) {
         oly_array *a = rs->own[i];
         if (a && !(exe->pool && sole_owner(a))) {
             oly_array_release(a);
@@ -288,8 +303,7 @@ oly_status oly_program_run(oly_program *p, int device, oly_array *const *inputs,
     }
     for (int i = 0; i < n_in; i++) in[i] = oly_array_data(inputs[i]);
     for (int k = 0; k < n_out; k++) {
-        oly_aval a = oly__atom_aval(&p->out[k]);
-        if ((st = oly_array_new(&a, &res[k])) != OLY_OK) goto done;
+        if ((st = oly_array_new(&exe->out_aval[k], &res[k])) != OLY_OK) goto done;
         res[k]->device = device;
         out[k] = oly_array_mutable_data(res[k]);
     }

@@ -99,7 +99,9 @@ static bool owns(const oly_builder *b, const oly_var *v)
     return v && v->id < b->n_vars && b->vars[v->id] == v;
 }
 
-static oly_status check_aval(const char *who, const oly_aval *a)
+/* dtype, rank and dims >= 0 (what a shape rule must get right); check_aval adds
+ * the element-count check (what a user's shape can get wrong). */
+static oly_status check_aval_form(const char *who, const oly_aval *a)
 {
     if (!a) return oly__error(OLY_ERR_INVALID, "%s: aval is NULL", who);
     if ((unsigned)a->dtype >= OLY_DTYPE_COUNT)
@@ -112,6 +114,12 @@ static oly_status check_aval(const char *who, const oly_aval *a)
             return oly__error(OLY_ERR_INVALID, "%s: negative dimension %lld at axis %d", who,
                               (long long)a->dims[i], i);
     return OLY_OK;
+}
+
+static oly_status check_aval(const char *who, const oly_aval *a)
+{
+    OLY_TRY(check_aval_form(who, a));
+    return oly__dims_check(who, a->rank, a->dims);
 }
 
 static oly_status check_builder(const char *who, const oly_builder *b)
@@ -257,11 +265,13 @@ oly_status oly_builder_append(oly_builder *b, const oly_prim *p, const oly_atom 
     s = p->shape(&ctx, out_aval);
     if (s != OLY_OK) goto fail;
     for (int i = 0; i < nout; i++) {
-        s = check_aval(name, &out_aval[i]);
+        s = check_aval_form(name, &out_aval[i]);
         if (s != OLY_OK) {
             s = oly__error_prefix(OLY_ERR_INTERNAL, "shape rule output %d", i);
             goto fail;
         }
+        s = oly__dims_check(name, out_aval[i].rank, out_aval[i].dims);
+        if (s != OLY_OK) goto fail;
     }
 
     s = grow((void **)&b->eqn, &b->cap_eqn, b->n_eqn + 1, sizeof *b->eqn);

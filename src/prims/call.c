@@ -133,9 +133,10 @@ static oly_status residuals_first(const oly_eqn *eqn, const bool *linear, oly_pr
     return st;
 }
 
-static oly_status call_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
-                                 const bool *linear, const oly_atom *ct, const bool *ct_nz,
-                                 oly_atom *ct_in, bool *ct_in_nz)
+/* Shared by pjit and remat (declared in internal.h): transposes sub[0] as a whole. */
+oly_status oly__call_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                               const bool *linear, const oly_atom *ct, const bool *ct_nz,
+                               oly_atom *ct_in, bool *ct_in_nz)
 {
     int n = eqn->n_in, m = eqn->n_out, n_res = 0;
     for (int i = 0; i < n; i++) n_res += !linear[i];
@@ -182,5 +183,5 @@ const oly_prim oly__prim_pjit = {
     .kernel = call_kernel,
     .batch = call_batch,
     .jvp = call_jvp,
-    .transpose = call_transpose,
+    .transpose = oly__call_transpose,
 };

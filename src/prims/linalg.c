@@ -14,28 +14,6 @@
 #include <cblas.h>
 #include <limits.h>
 
-typedef struct { char s[320]; } text;
-
-static text show_aval(const oly_aval *a)
-{
-    text t;
-    oly_aval_format(t.s, sizeof t.s, a);
-    return t;
-}
-
-static text show_ints(const oly_ints *v)
-{
-    text t;
-    size_t len = 0;
-    t.s[len++] = '(';
-    t.s[len] = '\0';
-    for (int i = 0; i < v->n && i < OLY_MAX_RANK; i++)
-        len += (size_t)snprintf(t.s + len, sizeof t.s - len, "%s%lld", i ? ", " : "",
-                                (long long)v->v[i]);
-    snprintf(t.s + len, sizeof t.s - len, ")");
-    return t;
-}
-
 /* ---------------------------------------------------------------- dimension numbers */
 
 /* The normalised dimension numbers and the derived canonical view. */
@@ -57,13 +35,13 @@ static oly_status norm_list(const char *field, const oly_ints *v, const oly_aval
         if (d < -a->rank || d >= a->rank)
             return oly__error(OLY_ERR_INVALID,
                               "dot_general: %s %s out of range for %s %s", field,
-                              show_ints(v).s, side, show_aval(a).s);
+                              oly__show_ints(v).s, side, oly__show_aval(a).s);
         if (d < 0) d += a->rank;
         if (used[d])
             return oly__error(OLY_ERR_INVALID,
                               "dot_general: %s dimension %lld appears twice in the batch and "
                               "contracting dimensions (%s %s)",
-                              side, (long long)d, side, show_aval(a).s);
+                              side, (long long)d, side, oly__show_aval(a).s);
         used[d] = true;
         out[i] = d;
     }
@@ -81,12 +59,13 @@ static oly_status analyse(const oly_params_dot_general *p, const oly_aval *l, co
     if (p->lhs_batch.n != p->rhs_batch.n)
         return oly__error(OLY_ERR_INVALID,
                           "dot_general: lhs_batch %s and rhs_batch %s must have equal lengths",
-                          show_ints(&p->lhs_batch).s, show_ints(&p->rhs_batch).s);
+                          oly__show_ints(&p->lhs_batch).s, oly__show_ints(&p->rhs_batch).s);
     if (p->lhs_contracting.n != p->rhs_contracting.n)
         return oly__error(OLY_ERR_INVALID,
                           "dot_general: lhs_contracting %s and rhs_contracting %s must have "
                           "equal lengths",
-                          show_ints(&p->lhs_contracting).s, show_ints(&p->rhs_contracting).s);
+                          oly__show_ints(&p->lhs_contracting).s,
+                          oly__show_ints(&p->rhs_contracting).s);
     di->nb = p->lhs_batch.n;
     di->nc = p->lhs_contracting.n;
     di->B = di->M = di->N = di->K = 1;
@@ -95,7 +74,7 @@ static oly_status analyse(const oly_params_dot_general *p, const oly_aval *l, co
             return oly__error(OLY_ERR_SHAPE,
                               "dot_general: batch dimensions must have equal sizes: lhs %s "
                               "dimension %lld vs rhs %s dimension %lld",
-                              show_aval(l).s, (long long)di->lb[i], show_aval(r).s,
+                              oly__show_aval(l).s, (long long)di->lb[i], oly__show_aval(r).s,
                               (long long)di->rb[i]);
         di->B *= l->dims[di->lb[i]];
     }
@@ -104,7 +83,7 @@ static oly_status analyse(const oly_params_dot_general *p, const oly_aval *l, co
             return oly__error(OLY_ERR_SHAPE,
                               "dot_general: contracting dimensions must have equal sizes: lhs "
                               "%s dimension %lld vs rhs %s dimension %lld",
-                              show_aval(l).s, (long long)di->lc[i], show_aval(r).s,
+                              oly__show_aval(l).s, (long long)di->lc[i], oly__show_aval(r).s,
                               (long long)di->rc[i]);
         di->K *= l->dims[di->lc[i]];
     }
@@ -131,7 +110,7 @@ static oly_status dot_general_shape(const oly_shape_ctx *ctx, oly_aval *out)
     if (l->dtype != r->dtype || (unsigned)l->dtype >= OLY_DTYPE_COUNT)
         return oly__error(OLY_ERR_TYPE,
                           "dot_general: operands must have equal dtypes, got lhs %s and rhs %s",
-                          show_aval(l).s, show_aval(r).s);
+                          oly__show_aval(l).s, oly__show_aval(r).s);
     dims_info di;
     OLY_TRY(analyse(p, l, r, &di));
     int rank = di.nb + di.lf + di.rf;
@@ -230,7 +209,7 @@ static oly_status gather(const oly_aval *x, const void *data, const int *perm, i
     int64_t n = oly_aval_size(x);
     char *dst = malloc((size_t)(n ? n : 1) * ts);
     if (!dst) return oly__error(OLY_ERR_NOMEM, "dot_general: out of memory for a %s operand copy",
-                                show_aval(x).s);
+                                oly__show_aval(x).s);
     *out = dst;
     if (n == 0) return OLY_OK;
     int64_t s[OLY_MAX_RANK], dims[OLY_MAX_RANK], st[OLY_MAX_RANK], acc = 1;
@@ -461,7 +440,7 @@ static oly_status dot_general_kernel(const oly_kernel_ctx *ctx)
         tmp = malloc((size_t)n_out * sizeof(float));
         if (!tmp) {
             s = oly__error(OLY_ERR_NOMEM, "dot_general: out of memory for a %s result",
-                           show_aval(o).s);
+                           oly__show_aval(o).s);
             goto done;
         }
         s = blas_dot(OLY_FLOAT32, &di, &a, &b, tmp);
@@ -473,7 +452,7 @@ static oly_status dot_general_kernel(const oly_kernel_ctx *ctx)
         tmp = malloc((size_t)n_out * sizeof(uint64_t));
         if (!tmp) {
             s = oly__error(OLY_ERR_NOMEM, "dot_general: out of memory for a %s result",
-                           show_aval(o).s);
+                           oly__show_aval(o).s);
             goto done;
         }
         int_dot(t == OLY_BOOL, &di, a.data, b.data, tmp);

@@ -200,68 +200,6 @@ done:
     return st;
 }
 
-/* sub[0] with its inputs reordered: non-linear ones (residuals) first. */
-static oly_status residuals_first(const oly_eqn *eqn, const bool *linear, oly_program **out)
-{
-    oly_program *sub = eqn->sub[0];
-    int n = eqn->n_in;
-    oly_builder *b = NULL;
-    oly_atom *in = oly__calloc((size_t)n + 1, sizeof *in);
-    oly_atom *res = oly__calloc((size_t)sub->n_out + 1, sizeof *res);
-    oly_status st = in && res ? oly_builder_new(&b) : OLY_ERR_NOMEM;
-    for (int pass = 0; pass < 2 && st == OLY_OK; pass++)
-        for (int i = 0; i < n && st == OLY_OK; i++) {
-            if (linear[i] != (pass == 1)) continue;
-            oly_var *v;
-            st = oly_builder_add_input(b, &sub->in[i]->aval, &v);
-            if (st == OLY_OK) in[i] = oly_atom_var(v);
-        }
-    if (st == OLY_OK) st = oly__emit_inline(b, sub, in, res);
-    if (st == OLY_OK) st = oly_builder_finish(b, res, sub->n_out, out);
-    oly_builder_free(b);
-    free(in);
-    free(res);
-    return st;
-}
-
-static oly_status remat_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
-                                  const bool *linear, const oly_atom *ct, const bool *ct_nz,
-                                  oly_atom *ct_in, bool *ct_in_nz)
-{
-    int n = eqn->n_in, m = eqn->n_out, n_res = 0;
-    for (int i = 0; i < n; i++) n_res += !linear[i];
-    oly_program *lin = NULL, *t = NULL;
-    oly_atom *args = oly__calloc((size_t)n_res + (size_t)m + 1, sizeof *args);
-    oly_atom *res = oly__calloc((size_t)(n - n_res) + 1, sizeof *res);
-    oly_status st = args && res ? residuals_first(eqn, linear, &lin) : OLY_ERR_NOMEM;
-    if (st == OLY_OK) st = oly_program_transpose(lin, n_res, &t);
-    if (st != OLY_OK) goto done;
-    int k = 0;
-    for (int i = 0; i < n; i++)
-        if (!linear[i]) args[k++] = in[i];
-    for (int o = 0; o < m && st == OLY_OK; o++) {
-        if (ct_nz[o]) {
-            args[k++] = ct[o];
-        } else {
-            oly_aval a = eqn->out[o]->aval;
-            st = oly__emit_full(ctx->b, &a, 0.0, &args[k++]);
-        }
-    }
-    if (st == OLY_OK) st = oly__emit_inline(ctx->b, t, args, res);
-    if (st != OLY_OK) goto done;
-    k = 0;
-    for (int i = 0; i < n; i++) {
-        ct_in_nz[i] = linear[i];
-        if (linear[i]) ct_in[i] = res[k++];
-    }
-done:
-    oly_program_release(lin);
-    oly_program_release(t);
-    free(args);
-    free(res);
-    return st;
-}
-
 const oly_prim oly__prim_remat = {
     .name = "remat",
     .n_in = -1,
@@ -273,6 +211,6 @@ const oly_prim oly__prim_remat = {
     .kernel = remat_kernel,
     .batch = remat_batch,
     .jvp = remat_jvp,
-    .transpose = remat_transpose,
+    .transpose = oly__call_transpose, /* as pjit: the whole sub-program */
     .partial_eval = remat_pe,
 };

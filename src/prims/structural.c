@@ -11,36 +11,6 @@
 
 /* ---------------------------------------------------------------- messages */
 
-typedef struct { char s[320]; } text;
-
-static text show_aval(const oly_aval *a)
-{
-    text t;
-    oly_aval_format(t.s, sizeof t.s, a);
-    return t;
-}
-
-static text show_ints(const oly_ints *v)
-{
-    text t;
-    size_t len = 0;
-    t.s[len++] = '(';
-    t.s[len] = '\0';
-    for (int i = 0; i < v->n && i < OLY_MAX_RANK; i++)
-        len += (size_t)snprintf(t.s + len, sizeof t.s - len, "%s%lld", i ? ", " : "",
-                                (long long)v->v[i]);
-    snprintf(t.s + len, sizeof t.s - len, ")");
-    return t;
-}
-
-static oly_status check_ints(const char *who, const char *field, const oly_ints *v)
-{
-    if (v->n < 0 || v->n > OLY_MAX_RANK)
-        return oly__error(OLY_ERR_INVALID, "%s: %s must have 0..%d entries, got %d", who, field,
-                          OLY_MAX_RANK, v->n);
-    return OLY_OK;
-}
-
 static oly_status check_n_in(const oly_shape_ctx *ctx, int want)
 {
     if (ctx->n_in != want)
@@ -65,13 +35,13 @@ static oly_status norm_axis(const char *who, const char *what, int64_t axis, int
 static oly_status norm_axes(const char *who, const char *what, const oly_ints *v, int rank,
                             int64_t *norm, bool *marks)
 {
-    OLY_TRY(check_ints(who, what, v));
+    OLY_TRY(oly__check_ints(who, what, v));
     for (int i = 0; i < rank; i++) marks[i] = false;
     for (int i = 0; i < v->n; i++) {
         OLY_TRY(norm_axis(who, what, v->v[i], rank, &norm[i]));
         if (marks[norm[i]])
             return oly__error(OLY_ERR_INVALID, "%s: %s %s are not unique", who, what,
-                              show_ints(v).s);
+                              oly__show_ints(v).s);
         marks[norm[i]] = true;
     }
     return OLY_OK;
@@ -294,28 +264,29 @@ static oly_status broadcast_in_dim_shape(const oly_shape_ctx *ctx, oly_aval *out
     const char *who = "broadcast_in_dim";
     OLY_TRY(check_n_in(ctx, 1));
     const oly_aval *x = &ctx->in[0];
-    OLY_TRY(check_ints(who, "shape", &p->shape));
-    OLY_TRY(check_ints(who, "broadcast_dimensions", &p->broadcast_dimensions));
+    OLY_TRY(oly__check_ints(who, "shape", &p->shape));
+    OLY_TRY(oly__check_ints(who, "broadcast_dimensions", &p->broadcast_dimensions));
     for (int i = 0; i < p->shape.n; i++)
         if (p->shape.v[i] < 0)
             return oly__error(OLY_ERR_INVALID, "%s: shape %s has a negative dimension", who,
-                              show_ints(&p->shape).s);
+                              oly__show_ints(&p->shape).s);
     if (p->broadcast_dimensions.n != x->rank)
         return oly__error(OLY_ERR_SHAPE,
                           "%s: broadcast_dimensions must have one entry per operand dimension "
                           "(%d for operand %s), got %s",
-                          who, x->rank, show_aval(x).s, show_ints(&p->broadcast_dimensions).s);
+                          who, x->rank, oly__show_aval(x).s,
+                          oly__show_ints(&p->broadcast_dimensions).s);
     for (int i = 0; i < x->rank; i++) {
         int64_t d = p->broadcast_dimensions.v[i];
         if (d < 0 || d >= p->shape.n)
             return oly__error(OLY_ERR_SHAPE,
                               "%s: broadcast_dimensions %s must be in [0, %d) for shape %s", who,
-                              show_ints(&p->broadcast_dimensions).s, p->shape.n,
-                              show_ints(&p->shape).s);
+                              oly__show_ints(&p->broadcast_dimensions).s, p->shape.n,
+                              oly__show_ints(&p->shape).s);
         if (i > 0 && d <= p->broadcast_dimensions.v[i - 1])
             return oly__error(OLY_ERR_SHAPE,
                               "%s: broadcast_dimensions %s must be strictly increasing", who,
-                              show_ints(&p->broadcast_dimensions).s);
+                              oly__show_ints(&p->broadcast_dimensions).s);
     }
     for (int i = 0; i < x->rank; i++) {
         int64_t d = p->broadcast_dimensions.v[i];
@@ -323,8 +294,8 @@ static oly_status broadcast_in_dim_shape(const oly_shape_ctx *ctx, oly_aval *out
             return oly__error(OLY_ERR_SHAPE,
                               "%s: operand %s dimension %d has size %lld; it must be 1 or equal "
                               "to shape %s dimension %lld (size %lld)",
-                              who, show_aval(x).s, i, (long long)x->dims[i],
-                              show_ints(&p->shape).s, (long long)d, (long long)p->shape.v[d]);
+                              who, oly__show_aval(x).s, i, (long long)x->dims[i],
+                              oly__show_ints(&p->shape).s, (long long)d, (long long)p->shape.v[d]);
     }
     set_aval(out, x->dtype, p->shape.n, p->shape.v, x->weak);
     return OLY_OK;
@@ -352,18 +323,19 @@ static oly_status reshape_shape(const oly_shape_ctx *ctx, oly_aval *out)
     const oly_params_reshape *p = ctx->params;
     OLY_TRY(check_n_in(ctx, 1));
     const oly_aval *x = &ctx->in[0];
-    OLY_TRY(check_ints("reshape", "new_sizes", &p->new_sizes));
+    OLY_TRY(oly__check_ints("reshape", "new_sizes", &p->new_sizes));
     int64_t n = 1;
     for (int i = 0; i < p->new_sizes.n; i++) {
         if (p->new_sizes.v[i] < 0)
             return oly__error(OLY_ERR_INVALID, "reshape: new_sizes %s has a negative dimension",
-                              show_ints(&p->new_sizes).s);
-        n *= p->new_sizes.v[i];
+                              oly__show_ints(&p->new_sizes).s);
     }
+    OLY_TRY(oly__dims_check("reshape", p->new_sizes.n, p->new_sizes.v));
+    for (int i = 0; i < p->new_sizes.n; i++) n *= p->new_sizes.v[i];
     if (n != aval_size(x))
         return oly__error(OLY_ERR_SHAPE,
                           "reshape: new_sizes %s has %lld elements but operand %s has %lld",
-                          show_ints(&p->new_sizes).s, (long long)n, show_aval(x).s,
+                          oly__show_ints(&p->new_sizes).s, (long long)n, oly__show_aval(x).s,
                           (long long)aval_size(x));
     set_aval(out, x->dtype, p->new_sizes.n, p->new_sizes.v, x->weak);
     return OLY_OK;
@@ -376,7 +348,7 @@ static oly_status transpose_shape(const oly_shape_ctx *ctx, oly_aval *out)
     const oly_params_transpose *p = ctx->params;
     OLY_TRY(check_n_in(ctx, 1));
     const oly_aval *x = &ctx->in[0];
-    OLY_TRY(check_ints("transpose", "permutation", &p->permutation));
+    OLY_TRY(oly__check_ints("transpose", "permutation", &p->permutation));
     bool seen[OLY_MAX_RANK] = {false};
     bool ok = p->permutation.n == x->rank;
     for (int i = 0; ok && i < p->permutation.n; i++) {
@@ -388,7 +360,7 @@ static oly_status transpose_shape(const oly_shape_ctx *ctx, oly_aval *out)
         return oly__error(OLY_ERR_INVALID,
                           "transpose: permutation must be a permutation of 0..%d for operand "
                           "%s, got %s",
-                          x->rank - 1, show_aval(x).s, show_ints(&p->permutation).s);
+                          x->rank - 1, oly__show_aval(x).s, oly__show_ints(&p->permutation).s);
     int64_t dims[OLY_MAX_RANK];
     for (int i = 0; i < x->rank; i++) dims[i] = x->dims[p->permutation.v[i]];
     set_aval(out, x->dtype, x->rank, dims, x->weak);
@@ -428,7 +400,7 @@ static oly_status squeeze_shape(const oly_shape_ctx *ctx, oly_aval *out)
             return oly__error(OLY_ERR_SHAPE,
                               "squeeze: dimensions %s must have size 1, but dimension %d of "
                               "operand %s has size %lld",
-                              show_ints(&p->dimensions).s, i, show_aval(x).s,
+                              oly__show_ints(&p->dimensions).s, i, oly__show_aval(x).s,
                               (long long)x->dims[i]);
         }
     }
@@ -441,7 +413,7 @@ static oly_status expand_dims_shape(const oly_shape_ctx *ctx, oly_aval *out)
     const oly_params_dims *p = ctx->params;
     OLY_TRY(check_n_in(ctx, 1));
     const oly_aval *x = &ctx->in[0];
-    OLY_TRY(check_ints("expand_dims", "dimensions", &p->dimensions));
+    OLY_TRY(oly__check_ints("expand_dims", "dimensions", &p->dimensions));
     int rank = x->rank + p->dimensions.n;
     if (rank > OLY_MAX_RANK)
         return oly__error(OLY_ERR_SHAPE, "expand_dims: result rank %d exceeds the maximum %d",
@@ -503,34 +475,36 @@ static oly_status slice_shape(const oly_shape_ctx *ctx, oly_aval *out)
     const char *who = "slice";
     OLY_TRY(check_n_in(ctx, 1));
     const oly_aval *x = &ctx->in[0];
-    OLY_TRY(check_ints(who, "start_indices", &p->start_indices));
-    OLY_TRY(check_ints(who, "limit_indices", &p->limit_indices));
-    OLY_TRY(check_ints(who, "strides", &p->strides));
+    OLY_TRY(oly__check_ints(who, "start_indices", &p->start_indices));
+    OLY_TRY(oly__check_ints(who, "limit_indices", &p->limit_indices));
+    OLY_TRY(oly__check_ints(who, "strides", &p->strides));
     if (p->start_indices.n != x->rank || p->limit_indices.n != x->rank)
         return oly__error(OLY_ERR_SHAPE,
                           "%s: start_indices %s and limit_indices %s must have one entry per "
                           "dimension of operand %s",
-                          who, show_ints(&p->start_indices).s, show_ints(&p->limit_indices).s,
-                          show_aval(x).s);
+                          who, oly__show_ints(&p->start_indices).s,
+                          oly__show_ints(&p->limit_indices).s,
+                          oly__show_aval(x).s);
     if (p->strides.n != 0 && p->strides.n != x->rank)
         return oly__error(OLY_ERR_SHAPE,
                           "%s: strides %s must be empty or have one entry per dimension of "
                           "operand %s",
-                          who, show_ints(&p->strides).s, show_aval(x).s);
+                          who, oly__show_ints(&p->strides).s, oly__show_aval(x).s);
     int64_t dims[OLY_MAX_RANK];
     for (int i = 0; i < x->rank; i++) {
         int64_t s = p->start_indices.v[i], l = p->limit_indices.v[i];
         int64_t st = p->strides.n ? p->strides.v[i] : 1;
         if (st <= 0)
             return oly__error(OLY_ERR_INVALID, "%s: strides %s must be positive", who,
-                              show_ints(&p->strides).s);
+                              oly__show_ints(&p->strides).s);
         if (s < 0 || s > l || l > x->dims[i])
             return oly__error(OLY_ERR_SHAPE,
                               "%s: dimension %d needs 0 <= start <= limit <= %lld (operand %s), "
                               "got start_indices %s limit_indices %s",
-                              who, i, (long long)x->dims[i], show_aval(x).s,
-                              show_ints(&p->start_indices).s, show_ints(&p->limit_indices).s);
-        dims[i] = l == s ? 0 : (l - s + st - 1) / st;
+                              who, i, (long long)x->dims[i], oly__show_aval(x).s,
+                              oly__show_ints(&p->start_indices).s,
+                              oly__show_ints(&p->limit_indices).s);
+        dims[i] = l == s ? 0 : (l - s - 1) / st + 1; /* ceil((l - s) / st) without overflow */
     }
     set_aval(out, x->dtype, x->rank, dims, x->weak);
     return OLY_OK;
@@ -549,7 +523,8 @@ static oly_status slice_kernel(const oly_kernel_ctx *ctx)
     for (int i = 0; i < x->rank; i++) {
         int64_t st = p->strides.n ? p->strides.v[i] : 1;
         src += p->start_indices.v[i] * s[i] * (int64_t)es;
-        plan.src[i] = st * s[i] * (int64_t)es;
+        /* a stride past the end only matters when a second element exists */
+        plan.src[i] = plan.dims[i] > 1 ? st * s[i] * (int64_t)es : 0;
     }
     plan_run(plan, ctx->out[0], src, es, ctx->ith, ctx->nth);
     return OLY_OK;
@@ -566,13 +541,13 @@ static oly_status check_indices(const oly_shape_ctx *ctx, int first, const oly_a
                           "%s: expected %d operands (%d array%s and %d start indices for operand "
                           "%s), got %d",
                           who, first + x->rank, first, first == 1 ? "" : "s", x->rank,
-                          show_aval(x).s, ctx->n_in);
+                          oly__show_aval(x).s, ctx->n_in);
     for (int i = first; i < ctx->n_in; i++) {
         const oly_aval *a = &ctx->in[i];
         if (a->rank != 0 || !is_int_index(a->dtype))
             return oly__error(OLY_ERR_TYPE,
                               "%s: start index %d must be a rank-0 integer, got %s", who,
-                              i - first, show_aval(a).s);
+                              i - first, oly__show_aval(a).s);
     }
     return OLY_OK;
 }
@@ -584,18 +559,18 @@ static oly_status dynamic_slice_shape(const oly_shape_ctx *ctx, oly_aval *out)
         return oly__error(OLY_ERR_INVALID, "dynamic_slice: expected an operand, got none");
     const oly_aval *x = &ctx->in[0];
     OLY_TRY(check_indices(ctx, 1, x));
-    OLY_TRY(check_ints("dynamic_slice", "slice_sizes", &p->slice_sizes));
+    OLY_TRY(oly__check_ints("dynamic_slice", "slice_sizes", &p->slice_sizes));
     if (p->slice_sizes.n != x->rank)
         return oly__error(OLY_ERR_SHAPE,
                           "dynamic_slice: slice_sizes %s must have one entry per dimension of "
                           "operand %s",
-                          show_ints(&p->slice_sizes).s, show_aval(x).s);
+                          oly__show_ints(&p->slice_sizes).s, oly__show_aval(x).s);
     for (int i = 0; i < x->rank; i++)
         if (p->slice_sizes.v[i] < 0 || p->slice_sizes.v[i] > x->dims[i])
             return oly__error(OLY_ERR_SHAPE,
                               "dynamic_slice: slice_sizes %s must satisfy 0 <= size <= the "
                               "operand's dimension (operand %s, dimension %d)",
-                              show_ints(&p->slice_sizes).s, show_aval(x).s, i);
+                              oly__show_ints(&p->slice_sizes).s, oly__show_aval(x).s, i);
     set_aval(out, x->dtype, x->rank, p->slice_sizes.v, x->weak);
     return OLY_OK;
 }
@@ -632,15 +607,15 @@ static oly_status dynamic_update_slice_shape(const oly_shape_ctx *ctx, oly_aval 
     OLY_TRY(check_indices(ctx, 2, x));
     if (u->dtype != x->dtype)
         return oly__error(OLY_ERR_TYPE, "%s: update %s must have the operand's dtype (operand %s)",
-                          who, show_aval(u).s, show_aval(x).s);
+                          who, oly__show_aval(u).s, oly__show_aval(x).s);
     if (u->rank != x->rank)
         return oly__error(OLY_ERR_SHAPE, "%s: update %s must have the operand's rank (operand %s)",
-                          who, show_aval(u).s, show_aval(x).s);
+                          who, oly__show_aval(u).s, oly__show_aval(x).s);
     for (int i = 0; i < x->rank; i++)
         if (u->dims[i] > x->dims[i])
             return oly__error(OLY_ERR_SHAPE,
                               "%s: update %s must fit in operand %s (dimension %d is larger)", who,
-                              show_aval(u).s, show_aval(x).s, i);
+                              oly__show_aval(u).s, oly__show_aval(x).s, i);
     *out = *x;
     return OLY_OK;
 }
@@ -678,7 +653,7 @@ static oly_status concatenate_shape(const oly_shape_ctx *ctx, oly_aval *out)
     const oly_aval *x = &ctx->in[0];
     if (x->rank == 0)
         return oly__error(OLY_ERR_SHAPE, "%s: operands must have rank >= 1, got %s", who,
-                          show_aval(x).s);
+                          oly__show_aval(x).s);
     int64_t axis = 0;
     OLY_TRY(norm_axis(who, "dimension", p->dimension, x->rank, &axis));
     int64_t dims[OLY_MAX_RANK];
@@ -690,7 +665,7 @@ static oly_status concatenate_shape(const oly_shape_ctx *ctx, oly_aval *out)
             return oly__error(OLY_ERR_TYPE,
                               "%s: operands must have equal dtypes, got %s (operand 0) and %s "
                               "(operand %d)",
-                              who, show_aval(x).s, show_aval(y).s, k);
+                              who, oly__show_aval(x).s, oly__show_aval(y).s, k);
         bool ok = y->rank == x->rank;
         for (int i = 0; ok && i < x->rank; i++)
             if (i != axis && y->dims[i] != x->dims[i]) ok = false;
@@ -698,8 +673,10 @@ static oly_status concatenate_shape(const oly_shape_ctx *ctx, oly_aval *out)
             return oly__error(OLY_ERR_SHAPE,
                               "%s: operands must have equal shapes except in dimension %lld, got "
                               "%s (operand 0) and %s (operand %d)",
-                              who, (long long)axis, show_aval(x).s, show_aval(y).s, k);
-        dims[axis] += y->dims[axis];
+                              who, (long long)axis, oly__show_aval(x).s, oly__show_aval(y).s, k);
+        if (__builtin_add_overflow(dims[axis], y->dims[axis], &dims[axis]))
+            return oly__error(OLY_ERR_INVALID, "%s: dimension %lld of the result overflows",
+                              who, (long long)axis);
         weak = weak && y->weak;
     }
     set_aval(out, x->dtype, x->rank, dims, weak);
@@ -741,29 +718,38 @@ static oly_status pad_shape(const oly_shape_ctx *ctx, oly_aval *out)
         return oly__error(OLY_ERR_TYPE,
                           "%s: padding_value must be a rank-0 array of the operand's dtype "
                           "(operand %s), got %s",
-                          who, show_aval(x).s, show_aval(v).s);
-    OLY_TRY(check_ints(who, "lo", &p->lo));
-    OLY_TRY(check_ints(who, "hi", &p->hi));
-    OLY_TRY(check_ints(who, "interior", &p->interior));
+                          who, oly__show_aval(x).s, oly__show_aval(v).s);
+    OLY_TRY(oly__check_ints(who, "lo", &p->lo));
+    OLY_TRY(oly__check_ints(who, "hi", &p->hi));
+    OLY_TRY(oly__check_ints(who, "interior", &p->interior));
     if (p->lo.n != x->rank || p->hi.n != x->rank || p->interior.n != x->rank)
         return oly__error(OLY_ERR_SHAPE,
                           "%s: lo %s, hi %s and interior %s must have one entry per dimension of "
                           "operand %s",
-                          who, show_ints(&p->lo).s, show_ints(&p->hi).s,
-                          show_ints(&p->interior).s, show_aval(x).s);
+                          who, oly__show_ints(&p->lo).s, oly__show_ints(&p->hi).s,
+                          oly__show_ints(&p->interior).s, oly__show_aval(x).s);
     int64_t dims[OLY_MAX_RANK];
     for (int i = 0; i < x->rank; i++) {
         int64_t in = p->interior.v[i], n = x->dims[i];
         if (in < 0)
             return oly__error(OLY_ERR_INVALID, "%s: interior %s must be non-negative", who,
-                              show_ints(&p->interior).s);
-        dims[i] = p->lo.v[i] + p->hi.v[i] + n + (n > 0 ? (n - 1) * in : 0);
+                              oly__show_ints(&p->interior).s);
+        int64_t d = 0;
+        if (__builtin_mul_overflow(n > 0 ? n - 1 : 0, in, &d) || __builtin_add_overflow(d, n, &d) ||
+            __builtin_add_overflow(d, p->lo.v[i], &d) || __builtin_add_overflow(d, p->hi.v[i], &d))
+            return oly__error(OLY_ERR_INVALID,
+                              "%s: dimension %d of operand %s overflows after padding with lo %s "
+                              "hi %s interior %s",
+                              who, i, oly__show_aval(x).s, oly__show_ints(&p->lo).s,
+                              oly__show_ints(&p->hi).s, oly__show_ints(&p->interior).s);
+        dims[i] = d;
         if (dims[i] < 0)
             return oly__error(OLY_ERR_SHAPE,
                               "%s: dimension %d of operand %s would have size %lld < 0 after "
                               "padding with lo %s hi %s interior %s",
-                              who, i, show_aval(x).s, (long long)dims[i], show_ints(&p->lo).s,
-                              show_ints(&p->hi).s, show_ints(&p->interior).s);
+                              who, i, oly__show_aval(x).s, (long long)dims[i],
+                              oly__show_ints(&p->lo).s,
+                              oly__show_ints(&p->hi).s, oly__show_ints(&p->interior).s);
     }
     set_aval(out, x->dtype, x->rank, dims, x->weak && v->weak);
     return OLY_OK;
@@ -792,17 +778,20 @@ static oly_status pad_kernel(const oly_kernel_ctx *ctx)
     plan.rank = x->rank;
     const char *src = ctx->in[0];
     for (int i = 0; i < x->rank; i++) {
-        int64_t step = p->interior.v[i] + 1, lo = p->lo.v[i], n = x->dims[i];
+        int64_t in = p->interior.v[i], lo = p->lo.v[i], n = x->dims[i];
+        int64_t step = in < INT64_MAX ? in + 1 : INT64_MAX; /* saturated: n <= 1 there */
         /* operand indices j with 0 <= lo + j*step < o->dims[i] */
-        int64_t first = lo >= 0 ? 0 : (-lo + step - 1) / step;
-        int64_t last = o->dims[i] - 1 - lo < 0 ? -1 : (o->dims[i] - 1 - lo) / step;
+        int64_t first = lo >= 0 ? 0 : -(lo + 1) / step + 1; /* ceil(-lo / step) */
+        int64_t span; /* o->dims[i] - 1 - lo, saturated */
+        if (__builtin_sub_overflow(o->dims[i] - 1, lo, &span)) span = INT64_MAX;
+        int64_t last = span < 0 ? -1 : span / step;
         if (last > n - 1) last = n - 1;
         if (last < first) return OLY_OK; /* nothing of the operand survives */
         plan.dims[i] = last - first + 1;
         src += first * xs[i] * (int64_t)es;
         dst += (lo + first * step) * os[i] * (int64_t)es;
         plan.src[i] = xs[i] * (int64_t)es;
-        plan.dst[i] = step * os[i] * (int64_t)es;
+        plan.dst[i] = plan.dims[i] > 1 ? step * os[i] * (int64_t)es : 0;
     }
     plan_run(plan, dst, src, es, 0, 1);
     return OLY_OK;
@@ -818,13 +807,13 @@ static oly_status iota_shape(const oly_shape_ctx *ctx, oly_aval *out)
         return oly__error(OLY_ERR_TYPE, "iota: dtype must be numeric, got %s",
                           (unsigned)p->dtype >= OLY_DTYPE_COUNT ? "an invalid dtype"
                                                                 : oly_dtype_name(p->dtype));
-    OLY_TRY(check_ints("iota", "shape", &p->shape));
+    OLY_TRY(oly__check_ints("iota", "shape", &p->shape));
     if (p->shape.n < 1)
         return oly__error(OLY_ERR_SHAPE, "iota: shape must have rank >= 1, got ()");
     for (int i = 0; i < p->shape.n; i++)
         if (p->shape.v[i] < 0)
             return oly__error(OLY_ERR_INVALID, "iota: shape %s has a negative dimension",
-                              show_ints(&p->shape).s);
+                              oly__show_ints(&p->shape).s);
     int64_t axis = 0;
     OLY_TRY(norm_axis("iota", "dimension", p->dimension, p->shape.n, &axis));
     set_aval(out, p->dtype, p->shape.n, p->shape.v, false);

@@ -1,6 +1,7 @@
 """Pytrees: olympus.tree_util / olympus._core flatten, unflatten, PyTreeDef."""
 import collections
 import gc
+import weakref
 import time
 
 import pytest
@@ -192,13 +193,18 @@ def test_treedef_holding_cycle_is_collected():
     class Node:
         pass
 
+    class Aux:  # weak-referenceable aux data
+        pass
+
     _core.register_pytree_node(Node, lambda n: ((), n.aux), lambda aux, ch: Node())
     n = Node()
-    n.aux = [None]
+    n.aux = Aux()
     _, td = tree_flatten(n)
-    n.aux[0] = td  # aux data -> list -> treedef -> aux data
+    n.aux.td = td  # aux data -> treedef -> aux data
+    alive = weakref.ref(n.aux)
     del td, n
-    gc.collect()  # must not crash; the cycle is traversable
+    gc.collect()  # the treedef must traverse its aux data for the cycle to go
+    assert alive() is None
 
 
 def test_tree_util_helpers_use_the_registry():

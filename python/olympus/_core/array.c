@@ -779,6 +779,10 @@ PyMethodDef ext_array_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* Defined in tracer.c (its prototype belongs in ext.h). */
+PyObject *ext_operand_type_new(const char *name, int basicsize, const PyType_Slot *own,
+                               int n_own);
+
 int ext_array_init(PyObject *module)
 {
     /* Array's own slots followed by the operators shared with Tracer. */
@@ -799,34 +803,10 @@ int ext_array_init(PyObject *module)
         {Py_bf_getbuffer, FN_SLOT(Array_getbuffer)},
         {Py_bf_releasebuffer, FN_SLOT(Array_releasebuffer)},
     };
-    enum { N_OWN = sizeof own / sizeof own[0], MAX_SLOTS = 96 };
-    PyType_Slot slots[MAX_SLOTS];
-    int n = 0;
-    for (int i = 0; i < N_OWN; i++) slots[n++] = own[i];
-    for (int i = 0; ext_operator_slots[i].slot && n < MAX_SLOTS - 1; i++)
-        slots[n++] = ext_operator_slots[i];
-    slots[n].slot = 0;
-    slots[n].pfunc = NULL;
-    PyType_Spec spec = {
-        .name = "olympus._core.Array",
-        .basicsize = sizeof(ArrayObject),
-        .itemsize = 0,
-        .flags = Py_TPFLAGS_DEFAULT,
-        .slots = slots,
-    };
-    PyObject *tp = PyType_FromSpec(&spec);
+    PyObject *tp = ext_operand_type_new("olympus._core.Array", (int)sizeof(ArrayObject), own,
+                                        (int)(sizeof own / sizeof own[0]));
     if (!tp) return -1;
-    /* NumPy defers to our reflected operators. */
-    if (PyObject_SetAttrString(tp, "__array_ufunc__", Py_None) < 0) goto fail;
-    PyObject *prio = PyFloat_FromDouble(100.0);
-    if (!prio) goto fail;
-    int r = PyObject_SetAttrString(tp, "__array_priority__", prio);
-    Py_DECREF(prio);
-    if (r < 0) goto fail;
     ext_st->Array_Type = (PyTypeObject *)tp;
     if (PyModule_AddObjectRef(module, "Array", tp) < 0) return -1;
     return 0;
-fail:
-    Py_DECREF(tp);
-    return -1;
 }

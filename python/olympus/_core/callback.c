@@ -252,11 +252,9 @@ static PyObject *arg_view(oly_callback_frame *fr, int i)
                                            (void *)oly_array_data(arr),
                                            NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED, NULL);
         if (!v) return NULL;
-        Py_INCREF(Py_None);
-        if (PyArray_SetBaseObject((PyArrayObject *)v, Py_None) < 0) { /* steals None */
-            Py_DECREF(v);
-            return NULL;
-        }
+        /* What PyArray_SetBaseObject(v, None) does for a fresh view, without
+         * its checks: release_args may replace the base later. */
+        ((PyArrayObject_fields *)v)->base = Py_NewRef(Py_None);
         return v;
     }
     oly_array *a;
@@ -286,8 +284,8 @@ static void release_args(oly_callback_frame *fr, PyObject **argv, int n)
     for (int i = 0; i < n; i++) {
         PyObject *v = argv[i];
         oly_array *arr = fr->arg_arrays ? fr->arg_arrays[i] : NULL;
-        if (Py_REFCNT(v) > 1 && arr && PyArray_Check(v) &&
-            PyArray_BASE((PyArrayObject *)v) == Py_None) {
+        /* Every argument is an ndarray (arg_view); only lazy views have None. */
+        if (Py_REFCNT(v) > 1 && arr && PyArray_BASE((PyArrayObject *)v) == Py_None) {
             PyObject *cap = PyCapsule_New(oly_array_retain(arr), "olympus.array", capsule_release);
             if (cap) {
                 PyArrayObject_fields *f = (PyArrayObject_fields *)v;
@@ -390,15 +388,25 @@ static oly_status trampoline(void *user, oly_callback_frame *fr)
     if (!Py_IsInitialized())
         return oly_host_fail(OLY_ERR_CALLBACK, "%s failed: %s: the Python interpreter is not running",
                              kind, u->name);
-    int is_debug = strcmp(kind, "debug_callback") == 0;
-    PyGILState_STATE g = PyGILState_Ensure();
+    /* Short programs run with the GIL held: then PyGILState_Check is all the
+     * GIL work a call needs (Ensure and Release cost twice as much). */
+    bool held = PyGILState_Check();
+    PyGILState_STATE g = held ? PyGILState_LOCKED : PyGILState_Ensure();
+    /* The kind is a primitive's name: after the first match, a pointer
+     * comparison (debug_kind is guarded by the GIL). */
+    static const char *debug_kind;
+    int is_debug = kind == debug_kind;
+    if (!is_debug && kind[0] == 'd' && strcmp(kind, "debug_callback") == 0) {
+        is_debug = 1;
+        debug_kind = kind;
+    }
     PyObject *st = NULL, *sv = NULL, *stb = NULL;
     bool pending = PyErr_Occurred() != NULL;
     if (pending) PyErr_Fetch(&st, &sv, &stb); /* keep whatever the caller had pending */
     oly_status s = OLY_OK;
     if (call_python(u, fr, is_debug) < 0) s = fail_with_exception(u, kind);
     if (pending) PyErr_Restore(st, sv, stb);
-    PyGILState_Release(g);
+    if (!held) PyGILState_Release(g);
     return s;
 }
 

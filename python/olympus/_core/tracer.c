@@ -887,7 +887,14 @@ bad: {
                                         "an int or a sequence of ints", "a name or an int",
                                         "a str"};
     const char *want = (unsigned)f->kind < sizeof kinds / sizeof kinds[0] ? kinds[f->kind] : "?";
+    bool range = PyErr_ExceptionMatches(PyExc_OverflowError);
     PyErr_Clear();
+    if (range) {
+        PyErr_Format(PyExc_OverflowError,
+                     "%s: parameter '%s' got %R, a value out of range for a 64-bit integer", pn,
+                     f->name, v);
+        return -1;
+    }
     PyErr_Format(PyExc_TypeError, "%s: parameter '%s' expects %s, got %R of type %s", pn,
                  f->name, want, v, Py_TYPE(v)->tp_name);
     return -1;
@@ -1589,6 +1596,43 @@ static PyStructSequence_Desc shaped_desc = {
     "olympus._core.ShapedArray", "The abstract value of a Tracer.", shaped_fields, 3,
 };
 
+/* A new heap type for an array-like operand (Array, Tracer): the slots own[0..n_own)
+ * followed by ext_operator_slots, and NumPy told to defer to its reflected operators
+ * (__array_ufunc__ = None, __array_priority__ = 100). A new reference, or NULL with
+ * an exception set. (The prototype sits in array.c and here; it belongs in ext.h.) */
+PyObject *ext_operand_type_new(const char *name, int basicsize, const PyType_Slot *own,
+                               int n_own);
+PyObject *ext_operand_type_new(const char *name, int basicsize, const PyType_Slot *own,
+                               int n_own)
+{
+    enum { MAX_SLOTS = 96 };
+    PyType_Slot slots[MAX_SLOTS];
+    int n = 0;
+    for (int i = 0; i < n_own && n < MAX_SLOTS - 1; i++) slots[n++] = own[i];
+    for (int i = 0; ext_operator_slots[i].slot && n < MAX_SLOTS - 1; i++)
+        slots[n++] = ext_operator_slots[i];
+    slots[n].slot = 0;
+    slots[n].pfunc = NULL;
+    PyType_Spec spec = {
+        .name = name,
+        .basicsize = basicsize,
+        .itemsize = 0,
+        .flags = Py_TPFLAGS_DEFAULT,
+        .slots = slots,
+    };
+    PyObject *tp = PyType_FromSpec(&spec);
+    if (!tp) return NULL;
+    PyObject *prio = PyFloat_FromDouble(100.0);
+    if (!prio || PyObject_SetAttrString(tp, "__array_ufunc__", Py_None) < 0 ||
+        PyObject_SetAttrString(tp, "__array_priority__", prio) < 0) {
+        Py_XDECREF(prio);
+        Py_DECREF(tp);
+        return NULL;
+    }
+    Py_DECREF(prio);
+    return tp;
+}
+
 int ext_tracer_init(PyObject *module)
 {
     PyType_Slot own[] = {
@@ -1605,28 +1649,9 @@ int ext_tracer_init(PyObject *module)
         {Py_nb_index, FN_SLOT(Tracer_index)},
         {Py_mp_length, FN_SLOT(Tracer_len)},
     };
-    enum { N_OWN = sizeof own / sizeof own[0], MAX_SLOTS = 96 };
-    PyType_Slot slots[MAX_SLOTS];
-    int n = 0;
-    for (int i = 0; i < N_OWN; i++) slots[n++] = own[i];
-    for (int i = 0; ext_operator_slots[i].slot && n < MAX_SLOTS - 1; i++)
-        slots[n++] = ext_operator_slots[i];
-    slots[n].slot = 0;
-    slots[n].pfunc = NULL;
-    PyType_Spec spec = {
-        .name = "olympus._core.Tracer",
-        .basicsize = sizeof(TracerObject),
-        .flags = Py_TPFLAGS_DEFAULT,
-        .slots = slots,
-    };
-    PyObject *tp = PyType_FromSpec(&spec);
+    PyObject *tp = ext_operand_type_new("olympus._core.Tracer", (int)sizeof(TracerObject), own,
+                                        (int)(sizeof own / sizeof own[0]));
     if (!tp) return -1;
-    if (PyObject_SetAttrString(tp, "__array_ufunc__", Py_None) < 0) goto fail;
-    PyObject *prio = PyFloat_FromDouble(100.0);
-    if (!prio) goto fail;
-    int r = PyObject_SetAttrString(tp, "__array_priority__", prio);
-    Py_DECREF(prio);
-    if (r < 0) goto fail;
     ext_st->Tracer_Type = (PyTypeObject *)tp;
     if (PyModule_AddObjectRef(module, "Tracer", tp) < 0) return -1;
 
@@ -1641,7 +1666,4 @@ int ext_tracer_init(PyObject *module)
     if (!ShapedArray_Type) return -1;
     if (PyModule_AddObjectRef(module, "ShapedArray", (PyObject *)ShapedArray_Type) < 0) return -1;
     return 0;
-fail:
-    Py_DECREF(tp);
-    return -1;
 }

@@ -81,20 +81,75 @@ def jit(fun=None, *, static_argnums=None, static_argnames=None, donate_argnums=N
 def make_jaxpr(fun, static_argnums=(), *, return_shape=False):
     """`make_jaxpr(f)(*args)` traces f with args and returns the program
     (a Jaxpr; `str()` gives its text, e.g.
-    `{ lambda ; a:f32[5]. let b:f32[5] = sin a in (b,) }`)."""
+    `{ lambda ; a:f32[5]. let b:f32[5] = sin a in (b,) }`). Arguments may be
+    arrays or abstract values (objects with .shape and .dtype, such as
+    ShapeDtypeStruct). Nothing runs: with return_shape=True the shapes come
+    from the traced program."""
     nums = _int_tuple(static_argnums, "static_argnums")
     make = _core.make_jaxpr(fun, static_argnums=nums)
-    if not return_shape:
-        return make
 
     @functools.wraps(fun)
-    def with_shape(*args, **kwargs):
-        jaxpr = make(*args, **kwargs)
-        out = jit(fun, static_argnums=nums)(*args, **kwargs)
+    def traced(*args, **kwargs):
+        jaxpr = _make_abstract(make, nums, args, kwargs)
+        if not return_shape:
+            return jaxpr
         from olympus import tree_util
-        shapes = tree_util.tree_map(lambda x: ShapeDtypeStruct(x.shape, x.dtype), out)
-        return jaxpr, shapes
-    return with_shape
+        outs = [ShapeDtypeStruct(*_parse_aval(a)) for a in jaxpr.out_avals]
+        return jaxpr, tree_util.tree_unflatten(jaxpr.out_tree, outs)
+    return traced
+
+
+def _is_abstract(x):
+    """An object standing for an array by its .shape and .dtype alone."""
+    return (not isinstance(x, (_core.Array, np.ndarray, np.generic, bool, int, float, complex))
+            and not _core.is_tracer(x) and hasattr(x, "shape") and hasattr(x, "dtype"))
+
+
+def _make_abstract(make, nums, args, kwargs):
+    """make(*args, **kwargs), where abstract leaves of the non-static arguments
+    become tracers of an enclosing throw-away trace, so that make sees only
+    their avals."""
+    from olympus import tree_util
+    n = len(args)
+    static = {i if i >= 0 else i + n for i in nums}
+    dyn = [a for i, a in enumerate(args) if i not in static]
+    leaves, tree = tree_util.tree_flatten((dyn, kwargs))
+    where = [i for i, x in enumerate(leaves) if _is_abstract(x)]
+    if not where:
+        return make(*args, **kwargs)
+    box = []
+
+    def flat(*vals):
+        ls = list(leaves)
+        for i, v in zip(where, vals):
+            ls[i] = v
+        d, kw = tree_util.tree_unflatten(tree, ls)
+        it = iter(d)
+        full = [a if i in static else next(it) for i, a in enumerate(args)]
+        box.append(make(*full, **kw))
+        return []
+    _core.trace(flat, [(tuple(operator.index(s) for s in leaves[i].shape),
+                        np.dtype(leaves[i].dtype), bool(getattr(leaves[i], "weak_type", False)))
+                       for i in where])
+    return box[0]
+
+
+_SHORT_DTYPES = {"bool": "bool", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
+                 "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64",
+                 "f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
+                 "c64": "complex64", "c128": "complex128"}
+
+
+def _parse_aval(text):
+    """(shape, dtype) of a printed aval such as "f32[5,3]"."""
+    name, dims = text[:-1].split("[")
+    long = _SHORT_DTYPES[name]
+    if long == "bfloat16":
+        from olympus._src import dtypes
+        dt = np.dtype(dtypes.bfloat16)
+    else:
+        dt = np.dtype(long)
+    return tuple(int(d) for d in dims.split(",") if d), dt
 
 
 class ShapeDtypeStruct:

@@ -138,6 +138,18 @@ def _dynamic_start(k, n):
     return lax.select(lax.lt(k, 0), lax.add(k, n), k)
 
 
+def _in_bounds(dyn, shape):
+    """A traced bool: every traced index k of dim d is in [-shape[d], shape[d])."""
+    ok = None
+    for d, k in dyn:
+        n = shape[d]
+        inb = jnp.less(k, n)
+        if not np.issubdtype(k.dtype, np.unsignedinteger):
+            inb = jnp.logical_and(inb, jnp.greater_equal(k, -n))
+        ok = inb if ok is None else jnp.logical_and(ok, inb)
+    return ok
+
+
 def _getitem(self, key):
     """Basic NumPy indexing: ints (also traced ones), slices with any step,
     None and Ellipsis."""
@@ -199,9 +211,13 @@ def _update(x, key, values, op):
         idx = [np.int32(lo) for lo in starts]
         for d, k in dyn:
             idx[d] = _dynamic_start(k, shape[d])
+        old = lax.dynamic_slice(x, idx, region) if combine is not None or dyn else None
         if combine is not None:
-            old = lax.dynamic_slice(x, idx, region)
             y = jnp.astype(combine[0](old, y), x.dtype)
+        if dyn:
+            # JAX drops an update whose traced index is out of bounds; the
+            # dynamic_update_slice would clamp it onto another row instead.
+            y = lax.select(jnp.broadcast_to(_in_bounds(dyn, shape), region), y, old)
         return lax.dynamic_update_slice(x, y, idx)
     if dyn:
         raise NotImplementedError("x.at[...] with a traced index and a strided slice")

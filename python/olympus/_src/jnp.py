@@ -510,8 +510,17 @@ def isfinite(x, /):
 
 @_export
 def signbit(x, /):
+    """True where the sign bit is set (-0.0 and -nan included)."""
     x = _arr(x)
-    return less(x, 0)
+    dt = _dtype(x)
+    if not _dt.is_inexact(dt):
+        return less(x, 0) if np.issubdtype(dt, np.signedinteger) else full(_shape(x), False,
+                                                                          np.bool_)
+    if not _core.is_tracer(x):
+        return _core.asarray(np.signbit(np.asarray(x)))  # reads the bit itself, NaNs too
+    # Traced: no bitcast primitive yet, so -0.0 is found through 1/x = -inf;
+    # the sign of a traced NaN is not visible.
+    return logical_or(less(x, 0), logical_and(equal(x, 0), less(true_divide(1, x), 0)))
 
 
 # ------------------------------------------------------------------ creation
@@ -610,13 +619,29 @@ def arange(start, stop=None, step=None, dtype=None):
     _check_concrete("arange", start, stop, step)
     if stop is None and step is None and dtype is None and \
             isinstance(start, (int, np.integer)) and not isinstance(start, bool):
-        return lax.iota(_dt.default_int(), builtins.max(operator.index(start), 0))
+        n = builtins.max(operator.index(start), 0)
+        _check_fits("arange", n - 1, _dt.default_int())
+        return lax.iota(_dt.default_int(), n)
     args = [start] + ([stop] if stop is not None else []) + ([step] if step is not None else [])
     if stop is None and step is not None:
         args = [0, start, step]
     args = [np.asarray(a).item() if isinstance(a, Array) else a for a in args]
     ref = np.arange(*args, dtype=dtype)
-    return _core.asarray(ref, dtype=_dt.canonicalize(ref.dtype if dtype is None else dtype))
+    dt = _dt.canonicalize(ref.dtype if dtype is None else dtype)
+    if ref.size and np.issubdtype(dt, np.integer):
+        _check_fits("arange", ref.min(), dt)
+        _check_fits("arange", ref.max(), dt)
+    return _core.asarray(ref, dtype=dt)
+
+
+def _check_fits(who, value, dtype):
+    """Raises OverflowError unless the integer value fits dtype (say, int32 with
+    x64 off) instead of letting the conversion wrap."""
+    info = np.iinfo(dtype)
+    if not info.min <= int(value) <= info.max:
+        raise OverflowError(f"{who}: value {int(value)} does not fit in {np.dtype(dtype).name} "
+                            f"(range [{info.min}, {info.max}]); enable x64 or pass a wider "
+                            f"dtype")
 
 
 @_export
