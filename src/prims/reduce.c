@@ -16,28 +16,6 @@
 
 /* ---------------------------------------------------------------- messages */
 
-typedef struct { char s[320]; } text;
-
-static text show_aval(const oly_aval *a)
-{
-    text t;
-    oly_aval_format(t.s, sizeof t.s, a);
-    return t;
-}
-
-static text show_ints(const oly_ints *v)
-{
-    text t;
-    size_t len = 0;
-    t.s[len++] = '(';
-    t.s[len] = '\0';
-    for (int i = 0; i < v->n && i < OLY_MAX_RANK; i++)
-        len += (size_t)snprintf(t.s + len, sizeof t.s - len, "%s%lld", i ? ", " : "",
-                                (long long)v->v[i]);
-    snprintf(t.s + len, sizeof t.s - len, ")");
-    return t;
-}
-
 static oly_status check_n_in(const oly_shape_ctx *ctx, int want)
 {
     if (ctx->n_in != want)
@@ -67,11 +45,11 @@ static oly_status mark_axes(const char *who, const oly_ints *axes, const oly_ava
         int64_t a;
         if (axes->v[i] < -x->rank || axes->v[i] >= x->rank)
             return oly__error(OLY_ERR_INVALID, "%s: axes %s out of range for operand %s", who,
-                              show_ints(axes).s, show_aval(x).s);
+                              oly__show_ints(axes).s, oly__show_aval(x).s);
         a = axes->v[i] < 0 ? axes->v[i] + x->rank : axes->v[i];
         if (marks[a])
             return oly__error(OLY_ERR_INVALID, "%s: axes %s are not unique", who,
-                              show_ints(axes).s);
+                              oly__show_ints(axes).s);
         marks[a] = true;
     }
     return OLY_OK;
@@ -551,7 +529,7 @@ static oly_status reduce_dtype_ok(rop op, const oly_aval *x)
     }
     if (!ok || (unsigned)t >= OLY_DTYPE_COUNT)
         return oly__error(OLY_ERR_TYPE, "%s: operand must have %s, got %s", op_names[op], want,
-                          show_aval(x).s);
+                          oly__show_aval(x).s);
     return OLY_OK;
 }
 
@@ -676,14 +654,14 @@ static oly_status argminmax_shape(const oly_shape_ctx *ctx, oly_aval *out, bool 
     const oly_aval *x = &ctx->in[0];
     if (oly_dtype_is_complex(x->dtype) || (unsigned)x->dtype >= OLY_DTYPE_COUNT)
         return oly__error(OLY_ERR_TYPE, "%s: operand must have a bool, integer or float dtype, got %s",
-                          who, show_aval(x).s);
+                          who, oly__show_aval(x).s);
     if (p->index_dtype != OLY_INT32 && p->index_dtype != OLY_INT64)
         return oly__error(OLY_ERR_TYPE, "%s: index_dtype must be int32 or int64, got %s", who,
                           (unsigned)p->index_dtype < OLY_DTYPE_COUNT
                               ? oly_dtype_name(p->index_dtype) : "an invalid dtype");
     if (p->axes.n != 1)
         return oly__error(OLY_ERR_INVALID, "%s: axes must hold exactly one axis, got %s", who,
-                          show_ints(&p->axes).s);
+                          oly__show_ints(&p->axes).s);
     bool marks[OLY_MAX_RANK];
     OLY_TRY(mark_axes(who, &p->axes, x, marks));
     int64_t axis = p->axes.v[0] < 0 ? p->axes.v[0] + x->rank : p->axes.v[0];
@@ -691,7 +669,7 @@ static oly_status argminmax_shape(const oly_shape_ctx *ctx, oly_aval *out, bool 
         return oly__error(OLY_ERR_SHAPE,
                           "%s: the reduced axis %lld of operand %s is empty; it needs at least "
                           "one element",
-                          who, (long long)axis, show_aval(x).s);
+                          who, (long long)axis, oly__show_aval(x).s);
     drop_axes(x, marks, p->index_dtype, false, out);
     return OLY_OK;
 }
@@ -810,10 +788,10 @@ static oly_status cum_shape(const oly_shape_ctx *ctx, oly_aval *out, rop op)
         return oly__error(OLY_ERR_TYPE, "%s: operand must have %s, got %s", who,
                           op == R_SUM || op == R_PROD ? "a numeric dtype (not bool)"
                                                       : "an integer or float dtype",
-                          show_aval(x).s);
+                          oly__show_aval(x).s);
     if (x->rank == 0)
         return oly__error(OLY_ERR_SHAPE, "%s: operand must have rank >= 1, got %s", who,
-                          show_aval(x).s);
+                          oly__show_aval(x).s);
     int64_t axis = 0;
     OLY_TRY(norm_axis(who, p->axis, x->rank, &axis));
     *out = *x;

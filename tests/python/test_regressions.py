@@ -147,3 +147,31 @@ def test_arange_large_with_x64(x64):
         pytest.skip("x64 only")
     np.testing.assert_array_equal(jnp.arange(2**31 - 3, 2**31 + 2),
                                   np.arange(2**31 - 3, 2**31 + 2))
+
+
+def test_reshape_dimensions_error_names_reshape():
+    import olympus.numpy as jnp
+    from olympus import lax
+    with pytest.raises(ValueError, match="reshape: dimensions must be a permutation"):
+        lax.reshape(jnp.ones((2, 3)), (3, 2), dimensions=(1, 1))
+    assert lax.reshape(jnp.arange(6.0).reshape(2, 3), (6,), dimensions=(1, 0)).tolist() == \
+        [0.0, 3.0, 1.0, 4.0, 2.0, 5.0]
+
+
+def test_keyboard_interrupt_in_callback_is_not_wrapped():
+    def stop(x):
+        raise KeyboardInterrupt
+    f = olympus.jit(lambda x: olympus.pure_callback(stop, x, x))
+    with pytest.raises(KeyboardInterrupt):
+        f(jnp.ones(2))
+    assert olympus.jit(lambda x: x * 2)(2.0) == 4.0  # the next call works
+
+
+def test_numpy_functions_and_operators_with_arrays():
+    x = jnp.arange(3.0)
+    s = np.sin(x)                      # through __array__, like the reference
+    assert isinstance(s, np.ndarray) and np.allclose(s, np.sin(np.arange(3.0)))
+    y = np.ones(3, np.float32) + x     # NumPy defers to our reflected operator
+    assert isinstance(y, olympus.Array) and y.tolist() == [1.0, 2.0, 3.0]
+    with pytest.raises(TypeError, match="concrete value"):  # ConcretizationTypeError
+        olympus.jit(lambda v: np.sin(v))(x)

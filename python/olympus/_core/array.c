@@ -779,10 +779,6 @@ PyMethodDef ext_array_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-/* Defined in tracer.c (its prototype belongs in ext.h). */
-PyObject *ext_operand_type_new(const char *name, int basicsize, const PyType_Slot *own,
-                               int n_own);
-
 int ext_array_init(PyObject *module)
 {
     /* Array's own slots followed by the operators shared with Tracer. */

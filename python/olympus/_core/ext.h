@@ -110,6 +110,13 @@ int ext_params_from_dict(const oly_prim *p, PyObject *dict, void *params);
  * implementation, NumPy-style promotion and broadcasting), ended by {0, NULL};
  * array.c appends them to Array's spec. */
 extern const PyType_Slot ext_operator_slots[];
+/* A new heap type for an array-like operand (Array, Tracer): the slots own[0..n_own)
+ * followed by ext_operator_slots; __array_priority__ = 100 makes NumPy's operators
+ * defer to ours, while NumPy functions (np.sin(x)) still take the value through
+ * __array__, as with the reference system. A new reference, or NULL with
+ * an exception set. */
+PyObject *ext_operand_type_new(const char *name, int basicsize, const PyType_Slot *own,
+                               int n_own);
 
 /* Emit prog's equations inline into the innermost open trace, its inputs bound
  * to args (as bind converts them). A new tuple of the outputs (Tracers, or

@@ -1,9 +1,7 @@
 /* module.c — PyInit__core: the module state, the mapping from core status to
  * Python exceptions, the x64 switch and small module-level functions.
  *
- * The module collects the method tables of every file. pytree.c and callback.c
- * are declared weak here so the module links (and the tests of the other files
- * run) before those files exist.
+ * The module collects the method tables of every file.
  */
 /* NumPy's C-API (and import_array, defined in its header here) converts
  * between object and function pointers. */
@@ -11,12 +9,6 @@
 #define EXT_NUMPY_IMPORT
 #include "ext.h"
 
-/* Weak so the module links without them; skipped when NULL. */
-extern int ext_pytree_init(PyObject *module) __attribute__((weak));
-extern int ext_callback_init(PyObject *module) __attribute__((weak));
-extern void ext_payload_free(void *p) __attribute__((weak));
-extern PyMethodDef ext_pytree_methods[] __attribute__((weak));
-extern PyMethodDef ext_callback_methods[] __attribute__((weak));
 
 static ext_state state;
 ext_state *ext_st = NULL;
@@ -43,12 +35,21 @@ PyObject *ext_raise(oly_status s)
     }
     PyObject *cause = NULL; /* owned */
     if (payload) {
-        if (ext_payload_free && free_fn == ext_payload_free)
+        if (free_fn == ext_payload_free)
             cause = (PyObject *)payload; /* steal the exception reference */
         else if (free_fn)
             free_fn(payload);
     }
-    PyErr_SetString(exc_type, msg);
+    /* KeyboardInterrupt, SystemExit: not errors of the callback but requests to
+     * stop; they reach the caller as themselves, so Ctrl-C ends a long run. */
+    if (cause && PyExceptionInstance_Check(cause) &&
+        !PyObject_IsInstance(cause, PyExc_Exception)) {
+        oly_error_clear();
+        PyObject *tb = PyException_GetTraceback(cause);
+        PyErr_Restore(Py_NewRef((PyObject *)Py_TYPE(cause)), cause, tb);
+        return NULL;
+    }
+    PyErr_SetString(exc_type, msg); /* msg lives in the error state: clear after */
     oly_error_clear();
     if (cause) {
         PyObject *type, *value, *tb;
@@ -134,8 +135,7 @@ static PyMethodDef *collect_methods(void)
 {
     const PyMethodDef *tables[] = {module_methods, ext_array_methods, ext_tracer_methods,
                                    ext_jit_methods, ext_transform_methods,
-                                   ext_pytree_methods ? ext_pytree_methods : NULL,
-                                   ext_callback_methods ? ext_callback_methods : NULL};
+                                   ext_pytree_methods, ext_callback_methods};
     Py_ssize_t total = 0;
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) total += count_methods(tables[i]);
     PyMethodDef *all = PyMem_Calloc((size_t)total + 1, sizeof *all);
@@ -200,8 +200,8 @@ PyMODINIT_FUNC PyInit__core(void)
     if (ext_tracer_init(m) < 0) goto fail;
     if (ext_jit_init(m) < 0) goto fail;
     if (ext_transform_init(m) < 0) goto fail;
-    if (ext_pytree_init && ext_pytree_init(m) < 0) goto fail;
-    if (ext_callback_init && ext_callback_init(m) < 0) goto fail;
+    if (ext_pytree_init(m) < 0) goto fail;
+    if (ext_callback_init(m) < 0) goto fail;
     return m;
 
 fail:

@@ -1596,12 +1596,6 @@ static PyStructSequence_Desc shaped_desc = {
     "olympus._core.ShapedArray", "The abstract value of a Tracer.", shaped_fields, 3,
 };
 
-/* A new heap type for an array-like operand (Array, Tracer): the slots own[0..n_own)
- * followed by ext_operator_slots, and NumPy told to defer to its reflected operators
- * (__array_ufunc__ = None, __array_priority__ = 100). A new reference, or NULL with
- * an exception set. (The prototype sits in array.c and here; it belongs in ext.h.) */
-PyObject *ext_operand_type_new(const char *name, int basicsize, const PyType_Slot *own,
-                               int n_own);
 PyObject *ext_operand_type_new(const char *name, int basicsize, const PyType_Slot *own,
                                int n_own)
 {
@@ -1623,8 +1617,7 @@ PyObject *ext_operand_type_new(const char *name, int basicsize, const PyType_Slo
     PyObject *tp = PyType_FromSpec(&spec);
     if (!tp) return NULL;
     PyObject *prio = PyFloat_FromDouble(100.0);
-    if (!prio || PyObject_SetAttrString(tp, "__array_ufunc__", Py_None) < 0 ||
-        PyObject_SetAttrString(tp, "__array_priority__", prio) < 0) {
+    if (!prio || PyObject_SetAttrString(tp, "__array_priority__", prio) < 0) {
         Py_XDECREF(prio);
         Py_DECREF(tp);
         return NULL;

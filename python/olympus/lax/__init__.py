@@ -203,7 +203,11 @@ def reshape(operand, new_sizes, dimensions=None):
     """operand with the same elements (C order) in shape new_sizes; dimensions,
     if given, transposes first."""
     if dimensions is not None:
-        operand = transpose(operand, dimensions)
+        dims = tuple(int(d) for d in dimensions)
+        if sorted(dims) != list(range(len(dims))) or len(dims) != len(operand.shape):
+            raise ValueError(f"reshape: dimensions must be a permutation of "
+                             f"{tuple(range(len(operand.shape)))}, got {dims}")
+        operand = transpose(operand, dims)
     return _bind("reshape", operand, new_sizes=_ints(new_sizes))
 
 
