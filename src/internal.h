@@ -298,6 +298,12 @@ oly_status oly__check_ints(const char *who, const char *field, const oly_ints *v
 /* Fails (OLY_ERR_INVALID, naming who) unless rank dims (each >= 0) multiply to an
  * element count whose byte size fits for every dtype; the check of oly_aval_make. */
 oly_status oly__dims_check(const char *who, int rank, const int64_t *dims);
+/* The rules every row running one nested program (pjit, remat) shares: output
+ * count from the hidden n_out param, the shape rule checking sub[0]'s
+ * signature, and the kernel running sub[0] on the same run (call.c). */
+int oly__call_num_outputs(const void *params, int n_in);
+oly_status oly__call_shape(const oly_shape_ctx *ctx, oly_aval *out);
+oly_status oly__call_kernel(const oly_kernel_ctx *ctx);
 /* The transpose rule of a primitive that calls its sub[0] (pjit, remat): sub[0]
  * is transposed as a whole with the non-linear inputs as residuals (call.c). */
 oly_status oly__call_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,

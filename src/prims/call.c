@@ -13,26 +13,26 @@ static const oly_param_field call_fields[] = {
      .hidden = true},
 };
 
-static int call_num_outputs(const void *params, int n_in)
+int oly__call_num_outputs(const void *params, int n_in)
 {
     const oly_params_call *pc = params;
     if (!pc || pc->n_out < 0 || pc->n_out > 1 << 20) return -1;
     return (int)pc->n_out;
 }
 
-static oly_status call_shape(const oly_shape_ctx *ctx, oly_aval *out)
+oly_status oly__call_shape(const oly_shape_ctx *ctx, oly_aval *out)
 {
     if (ctx->n_sub != 1 || !ctx->sub || !ctx->sub[0])
-        return oly__error(OLY_ERR_INVALID, "pjit: expected 1 nested program, got %d",
-                          ctx->n_sub);
+        return oly__error(OLY_ERR_INVALID, "%s: expected 1 nested program, got %d",
+                          ctx->prim->name, ctx->n_sub);
     const oly_program *sub = ctx->sub[0];
     if (ctx->n_in != sub->n_in)
-        return oly__error(OLY_ERR_INVALID, "pjit: nested program takes %d inputs, got %d",
-                          sub->n_in, ctx->n_in);
+        return oly__error(OLY_ERR_INVALID, "%s: nested program takes %d inputs, got %d",
+                          ctx->prim->name, sub->n_in, ctx->n_in);
     if (ctx->n_out != sub->n_out)
         return oly__error(OLY_ERR_INVALID,
-                          "pjit: params n_out is %d but the nested program has %d outputs",
-                          ctx->n_out, sub->n_out);
+                          "%s: params n_out is %d but the nested program has %d outputs",
+                          ctx->prim->name, ctx->n_out, sub->n_out);
     for (int i = 0; i < ctx->n_in; i++) {
         const oly_aval *want = &sub->in[i]->aval;
         if (!oly_aval_equal(want, &ctx->in[i])) {
@@ -40,14 +40,15 @@ static oly_status call_shape(const oly_shape_ctx *ctx, oly_aval *out)
             oly_aval_format(w, sizeof w, want);
             oly_aval_format(g, sizeof g, &ctx->in[i]);
             return oly__error(want->dtype != ctx->in[i].dtype ? OLY_ERR_TYPE : OLY_ERR_SHAPE,
-                              "pjit: input %d: nested program expects %s, got %s", i, w, g);
+                              "%s: input %d: nested program expects %s, got %s",
+                              ctx->prim->name, i, w, g);
         }
     }
     for (int k = 0; k < sub->n_out; k++) out[k] = oly__atom_aval(&sub->out[k]);
     return OLY_OK;
 }
 
-static oly_status call_kernel(const oly_kernel_ctx *ctx)
+oly_status oly__call_kernel(const oly_kernel_ctx *ctx)
 {
     return oly__exec_run_raw(ctx->run, ctx->eqn->sub[0], oly__run_device(ctx->run), ctx->in,
                              ctx->out);
@@ -175,12 +176,12 @@ done:
 const oly_prim oly__prim_pjit = {
     .name = "pjit",
     .n_in = -1,
-    .num_outputs = call_num_outputs,
+    .num_outputs = oly__call_num_outputs,
     .params_size = sizeof(oly_params_call),
     .fields = call_fields,
     .n_fields = OLY_ARRAY_LEN(call_fields),
-    .shape = call_shape,
-    .kernel = call_kernel,
+    .shape = oly__call_shape,
+    .kernel = oly__call_kernel,
     .batch = call_batch,
     .jvp = call_jvp,
     .transpose = oly__call_transpose,

@@ -22,47 +22,6 @@ static const oly_param_field remat_fields[] = {
      .hidden = true},
 };
 
-static int remat_num_outputs(const void *params, int n_in)
-{
-    const oly_params_call *pc = params;
-    (void)n_in;
-    if (!pc || pc->n_out < 0 || pc->n_out > 1 << 20) return -1;
-    return (int)pc->n_out;
-}
-
-static oly_status remat_shape(const oly_shape_ctx *ctx, oly_aval *out)
-{
-    if (ctx->n_sub != 1 || !ctx->sub || !ctx->sub[0])
-        return oly__error(OLY_ERR_INVALID, "remat: expected 1 nested program, got %d",
-                          ctx->n_sub);
-    const oly_program *sub = ctx->sub[0];
-    if (ctx->n_in != sub->n_in)
-        return oly__error(OLY_ERR_INVALID, "remat: nested program takes %d inputs, got %d",
-                          sub->n_in, ctx->n_in);
-    if (ctx->n_out != sub->n_out)
-        return oly__error(OLY_ERR_INVALID,
-                          "remat: params n_out is %d but the nested program has %d outputs",
-                          ctx->n_out, sub->n_out);
-    for (int i = 0; i < ctx->n_in; i++) {
-        const oly_aval *want = &sub->in[i]->aval;
-        if (!oly_aval_equal(want, &ctx->in[i])) {
-            char w[256], g[256];
-            oly_aval_format(w, sizeof w, want);
-            oly_aval_format(g, sizeof g, &ctx->in[i]);
-            return oly__error(want->dtype != ctx->in[i].dtype ? OLY_ERR_TYPE : OLY_ERR_SHAPE,
-                              "remat: input %d: nested program expects %s, got %s", i, w, g);
-        }
-    }
-    for (int k = 0; k < sub->n_out; k++) out[k] = oly__atom_aval(&sub->out[k]);
-    return OLY_OK;
-}
-
-static oly_status remat_kernel(const oly_kernel_ctx *ctx)
-{
-    return oly__exec_run_raw(ctx->run, ctx->eqn->sub[0], oly__run_device(ctx->run), ctx->in,
-                             ctx->out);
-}
-
 /* Emit remat(prog) on in into b; out gets prog's outputs. */
 static oly_status emit_remat(oly_builder *b, const oly_eqn *eqn, oly_program *prog,
                              const oly_atom *in, oly_atom *out)
@@ -203,12 +162,12 @@ done:
 const oly_prim oly__prim_remat = {
     .name = "remat",
     .n_in = -1,
-    .num_outputs = remat_num_outputs,
+    .num_outputs = oly__call_num_outputs,
     .params_size = sizeof(oly_params_call),
     .fields = remat_fields,
     .n_fields = OLY_ARRAY_LEN(remat_fields),
-    .shape = remat_shape,
-    .kernel = remat_kernel,
+    .shape = oly__call_shape,
+    .kernel = oly__call_kernel,
     .batch = remat_batch,
     .jvp = remat_jvp,
     .transpose = oly__call_transpose, /* as pjit: the whole sub-program */
