@@ -28,7 +28,7 @@ INPLACE_EXT := python/olympus/_core$(EXT_SUFFIX)
 HEADERS   := include/olympus.h src/internal.h $(wildcard src/*/*.h src/prims/prims.def) \
              $(wildcard python/olympus/_core/*.h)
 
-.PHONY: all deps test test-c test-python demo asan clean bench examples-c
+.PHONY: all deps test test-c test-python demo asan tsan clean bench examples-c
 all: $(BUILD)/libolympus.a $(BUILD)/libolympus.so $(EXT) $(C_EXAMPLES) \
      $(if $(filter build,$(BUILD)),$(INPLACE_EXT))
 
@@ -91,6 +91,11 @@ asan: deps
 	  LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 	  ASAN_OPTIONS=detect_leaks=0 OLYMPUS_EXT_DIR=$(CURDIR)/build-asan \
 	  $(PY) -m pytest -q -p no:cacheprovider .
+
+# ThreadSanitizer over the C tests (concurrent runs, re-entrant host functions).
+tsan: deps
+	$(MAKE) BUILD=build-tsan SAN="-fsanitize=thread" OPT=-O1 build-tsan/test_c
+	TSAN_OPTIONS=halt_on_error=1 build-tsan/test_c
 
 bench: deps
 	@bash scripts/install-deps.sh python3-numba python3-cffi
