@@ -15,15 +15,44 @@ static oly_status check_aval(const oly_aval *aval, const char *who)
     return OLY_OK;
 }
 
+/* Small arrays live in one allocation: the buffer, the array and then the
+ * data (at the next 64-byte boundary). Such a buffer is marked by owner ==
+ * itself with no release; it frees the block when its last reference goes, so
+ * views of the embedded array keep the block alive after the array is released. */
+typedef struct {
+    oly_buffer b;
+    oly_array a;
+} block;
+
+#define BLOCK_MAX 1024 /* largest data capacity kept inline */
+
+static bool buffer_inline(const oly_buffer *b)
+{
+    return b->release == NULL && b->owner == (const void *)b;
+}
+
+static bool array_embedded(const oly_array *a)
+{
+    return buffer_inline(a->buf) && (uintptr_t)a == (uintptr_t)&((block *)(void *)a->buf)->a;
+}
+
+/* Data capacity for nbytes (a whole number of DATA_ALIGN blocks, at least one);
+ * 0 on overflow. */
+static size_t data_cap(size_t nbytes)
+{
+    size_t cap = (nbytes + DATA_ALIGN - 1) / DATA_ALIGN * DATA_ALIGN;
+    if (cap < nbytes) return 0;
+    return cap == 0 ? DATA_ALIGN : cap;
+}
+
 /* A buffer owning nbytes of fresh aligned memory (zeroed when zero is set). */
 static oly_buffer *buffer_alloc(size_t nbytes, bool zero)
 {
-    size_t cap = (nbytes + DATA_ALIGN - 1) / DATA_ALIGN * DATA_ALIGN;
-    if (cap < nbytes) {
+    size_t cap = data_cap(nbytes);
+    if (cap == 0) {
         oly__error(OLY_ERR_NOMEM, "out of memory: array of %zu bytes", nbytes);
         return NULL;
     }
-    if (cap == 0) cap = DATA_ALIGN;
     oly_buffer *b = oly__malloc(sizeof *b);
     if (!b) return NULL;
     b->data = aligned_alloc(DATA_ALIGN, cap);
@@ -46,6 +75,10 @@ static void buffer_release(oly_buffer *b)
 {
     if (!b) return;
     if (atomic_fetch_sub_explicit(&b->refcount, 1, memory_order_acq_rel) != 1) return;
+    if (buffer_inline(b)) {
+        free(b);
+        return;
+    }
     if (b->release) b->release(b->owner);
     else free(b->data);
     free(b);
@@ -73,13 +106,51 @@ static oly_status array_make(const oly_aval *aval, oly_buffer *buf, int device, 
     return OLY_OK;
 }
 
+/* A fresh array for a valid aval: one allocation when small. The data is
+ * zeroed when zero is set, else only past nbytes (the alignment tail). */
+static oly_status array_alloc(const oly_aval *aval, bool zero, oly_array **out)
+{
+    size_t nbytes = oly_aval_nbytes(aval);
+    if (nbytes <= BLOCK_MAX) {
+        size_t cap = data_cap(nbytes);
+        /* malloc, not aligned_alloc (glibc's memalign costs ~600 instructions):
+         * the data starts at the first DATA_ALIGN boundary after the header. */
+        block *k = malloc(sizeof(block) + DATA_ALIGN - 1 + cap);
+        if (!k)
+            return oly__error(OLY_ERR_NOMEM, "out of memory allocating an array of %zu bytes",
+                              nbytes);
+        oly_buffer *b = &k->b;
+        uintptr_t d = ((uintptr_t)(k + 1) + DATA_ALIGN - 1) & ~(uintptr_t)(DATA_ALIGN - 1);
+        b->data = (char *)k + (d - (uintptr_t)k);
+        if (zero) memset(b->data, 0, cap);
+        else memset((char *)b->data + nbytes, 0, cap - nbytes);
+        atomic_init(&b->refcount, 1);
+        b->nbytes = nbytes;
+        b->release = NULL;
+        b->owner = b;
+        array_init(&k->a, aval, b, 0);
+        *out = &k->a;
+        return OLY_OK;
+    }
+    oly_buffer *b = buffer_alloc(nbytes, zero);
+    if (!b) return OLY_ERR_NOMEM;
+    return array_make(aval, b, 0, out);
+}
+
 oly_status oly_array_new(const oly_aval *aval, oly_array **out)
 {
     OLY_TRY(check_aval(aval, "oly_array_new"));
     if (!out) return oly__error(OLY_ERR_INVALID, "oly_array_new: out is NULL");
-    oly_buffer *b = buffer_alloc(oly_aval_nbytes(aval), true);
-    if (!b) return OLY_ERR_NOMEM;
-    return array_make(aval, b, 0, out);
+    return array_alloc(aval, true, out);
+}
+
+oly_status oly__array_new_uninit(const oly_aval *aval, oly_array **out);
+
+/* Internal (the executor): an array for an aval already checked, whose data
+ * (nbytes of it) the caller overwrites in full: not zeroed. */
+oly_status oly__array_new_uninit(const oly_aval *aval, oly_array **out)
+{
+    return array_alloc(aval, false, out);
 }
 
 oly_status oly_array_from_data(const oly_aval *aval, const void *data, oly_array **out)
@@ -163,6 +234,10 @@ void oly_array_release(oly_array *a)
 {
     if (!a) return;
     if (atomic_fetch_sub_explicit(&a->refcount, 1, memory_order_acq_rel) != 1) return;
+    if (array_embedded(a)) { /* the block goes with the buffer's last reference */
+        buffer_release(a->buf);
+        return;
+    }
     buffer_release(a->buf);
     free(a);
 }

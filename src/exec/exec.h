@@ -99,6 +99,10 @@ struct oly_run {
 
 /* The executable of p, compiling and caching it on first use. Borrowed: it
  * lives as long as p. Fails (UNSUPPORTED) when a row has no kernel. */
+/* An array for an already checked aval whose data the caller overwrites in
+ * full (not zeroed; src/core/array.c). */
+oly_status oly__array_new_uninit(const oly_aval *aval, oly_array **out);
+
 oly_status oly__exec_get(oly_program *p, const oly_exe **out);
 
 /* Frees exe's spare run state (run.c); compile.c's oly__exec_free calls it. */

@@ -131,7 +131,9 @@ oly_status oly__exec_run(oly_run *parent, const oly_exe *exe, int device, const 
 {
     const oly_program *p = exe->prog;
     oly_status st = OLY_OK;
-    int depth = (parent ? parent->depth : thread_depth) + 1;
+    /* One TLS address lookup per run (__tls_get_addr in a shared object). */
+    int *tdepth = parent ? NULL : &thread_depth;
+    int depth = (parent ? parent->depth : *tdepth) + 1;
     if (depth > OLY_EXEC_MAX_DEPTH)
         return oly__error(OLY_ERR_INVALID,
                           "program nesting deeper than %d levels (runaway recursion through "
@@ -166,7 +168,7 @@ oly_status oly__exec_run(oly_run *parent, const oly_exe *exe, int device, const 
         const oly_own *o = &exe->own[i];
         oly_array *a = rs->own[i];
         if (!a) {
-            if ((st = oly_array_new(o->aval, &a)) != OLY_OK) goto done;
+            if ((st = oly__array_new_uninit(o->aval, &a)) != OLY_OK) goto done;
             rs->own[i] = a;
             if (i < exe->n_own) rs->n_missing--;
             arr[o->var] = a;
@@ -198,11 +200,7 @@ oly_status oly__exec_run(oly_run *parent, const oly_exe *exe, int device, const 
         rs->resolved = true;
     }
 
-    int outer_depth = 0;
-    if (!parent) {
-        outer_depth = thread_depth;
-        thread_depth = depth;
-    }
+    if (tdepth) *tdepth = depth; /* the outer depth is depth - 1 */
     /* Locals, so the loop reloads nothing after each (opaque) kernel call. */
     const oly_kernel_fn *kern = rs->kern;
     const oly_kernel_ctx *ctx = rs->ctx;
@@ -218,7 +216,7 @@ oly_status oly__exec_run(oly_run *parent, const oly_exe *exe, int device, const 
             break;
         }
     }
-    if (!parent) thread_depth = outer_depth;
+    if (tdepth) *tdepth = depth - 1;
     if (st != OLY_OK) goto done;
 
     /* Outputs that are inputs, constants, literals, repeats or callback
@@ -229,13 +227,18 @@ oly_status oly__exec_run(oly_run *parent, const oly_exe *exe, int device, const 
     }
 
 done:
-    /* Keep the held arrays nobody else references; drop the others. */
-    for (int i = 0, n = exe->n_own_all; i < n; i++) {
-        oly_array *a = rs->own[i];
-        if (a && !(exe->pool && sole_owner(a))) {
-            oly_array_release(a);
-            rs->own[i] = NULL;
-            if (i < exe->n_own) rs->n_missing++;
+    /* Keep the held arrays nobody else references; drop the others. (pool
+     * read once: the acquire loads in sole_owner would make the compiler
+     * reload it every iteration) */
+    {
+        oly_array **own = rs->own;
+        for (int i = 0, n = exe->n_own_all, pool = exe->pool; i < n; i++) {
+            oly_array *a = own[i];
+            if (a && !(pool && sole_owner(a))) {
+                oly_array_release(a);
+                own[i] = NULL;
+                if (i < exe->n_own) rs->n_missing++;
+            }
         }
     }
     void *expected = NULL;
@@ -303,7 +306,7 @@ oly_status oly_program_run(oly_program *p, int device, oly_array *const *inputs,
     }
     for (int i = 0; i < n_in; i++) in[i] = oly_array_data(inputs[i]);
     for (int k = 0; k < n_out; k++) {
-        if ((st = oly_array_new(&exe->out_aval[k], &res[k])) != OLY_OK) goto done;
+        if ((st = oly__array_new_uninit(&exe->out_aval[k], &res[k])) != OLY_OK) goto done;
         res[k]->device = device;
         out[k] = oly_array_mutable_data(res[k]);
     }

@@ -17,6 +17,7 @@
  *   jvp    pure/io: errors naming custom_jvp; debug: called on primals only.
  *   transpose  pure/io: errors; debug: nothing (no cotangents, no call). */
 #include "trans/trans.h"
+#include "exec/exec.h"
 
 static const char *const vmap_names[] = {
     "none", "sequential", "sequential_unrolled", "expand_dims", "broadcast_all",
@@ -91,10 +92,13 @@ static uint32_t debug_effects(const void *params)
     return pc && pc->ordered ? OLY_EFFECT_ORDERED_DEBUG : OLY_EFFECT_DEBUG;
 }
 
-static oly_status callback_kernel(const oly_kernel_ctx *ctx)
+/* The frame is built from the step's context; kind is the primitive's name (a
+ * constant per kernel) and the device read from the run inline (exec/exec.h). */
+static inline oly_status callback_call(const oly_kernel_ctx *ctx, const char *kind)
 {
     const oly_params_callback *pc = ctx->params;
     oly_host_fn *fn = pc->callback;
+    const oly_run *run = ctx->run;
     oly_callback_frame frame = {
         .n_args = ctx->n_in,
         .args = ctx->in,
@@ -103,14 +107,26 @@ static oly_status callback_kernel(const oly_kernel_ctx *ctx)
         .n_results = ctx->n_out,
         .results = ctx->out,
         .result_avals = ctx->out_aval,
-        .device = oly__run_device(ctx->run),
-        .kind = ctx->eqn->prim->name,
+        .device = run ? run->device : 0,
+        .kind = kind,
     };
     oly_status st = fn->call(fn->user, &frame);
     if (st == OLY_OK) return OLY_OK;
     /* Keep the host function's message and payload; only an out-of-range
      * status is mapped. */
     return (unsigned)st < OLY_STATUS_COUNT ? st : OLY_ERR_CALLBACK;
+}
+
+static oly_status pure_kernel(const oly_kernel_ctx *ctx)
+{
+    return callback_call(ctx, "pure_callback");
+}
+
+static oly_status io_kernel(const oly_kernel_ctx *ctx) { return callback_call(ctx, "io_callback"); }
+
+static oly_status debug_kernel(const oly_kernel_ctx *ctx)
+{
+    return callback_call(ctx, "debug_callback");
 }
 
 /* ---------------------------------------------------------------- vmap */
@@ -386,7 +402,7 @@ const oly_prim oly__prim_pure_callback = {
     .fields = pure_fields,
     .n_fields = OLY_ARRAY_LEN(pure_fields),
     .shape = callback_shape,
-    .kernel = callback_kernel,
+    .kernel = pure_kernel,
     .wants_arrays = true,
     .batch = pure_batch,
     .jvp = pure_jvp,
@@ -401,7 +417,7 @@ const oly_prim oly__prim_io_callback = {
     .fields = io_fields,
     .n_fields = OLY_ARRAY_LEN(io_fields),
     .shape = callback_shape,
-    .kernel = callback_kernel,
+    .kernel = io_kernel,
     .effects = io_effects,
     .wants_arrays = true,
     .batch = io_batch,
@@ -417,7 +433,7 @@ const oly_prim oly__prim_debug_callback = {
     .fields = debug_fields,
     .n_fields = OLY_ARRAY_LEN(debug_fields),
     .shape = callback_shape,
-    .kernel = callback_kernel,
+    .kernel = debug_kernel,
     .effects = debug_effects,
     .wants_arrays = true,
     .batch = batch_unrolled,

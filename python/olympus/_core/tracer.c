@@ -1574,6 +1574,74 @@ static PyObject *py_binop(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssiz
     return binop_impl(op, args[1], args[2], true);
 }
 
+/* Primitives of unop(), looked up once per name object (jnp passes the same
+ * interned strings every call). */
+static struct {
+    PyObject *name;
+    const oly_prim *p;
+} unop_cache[64];
+
+static const oly_prim *unop_prim(PyObject *name)
+{
+    size_t i = 0;
+    for (; i < sizeof unop_cache / sizeof unop_cache[0] && unop_cache[i].name; i++)
+        if (unop_cache[i].name == name) return unop_cache[i].p;
+    const char *s = PyUnicode_AsUTF8(name);
+    if (!s) return NULL;
+    const oly_prim *p = oly_prim_lookup(s);
+    if (!p) {
+        PyErr_Format(PyExc_ValueError, "bind: unknown primitive '%s'", s);
+        return NULL;
+    }
+    int nf = 0;
+    size_t psize = 0;
+    oly_prim_fields(p, &nf, &psize);
+    if (psize > 0) {
+        PyErr_Format(PyExc_ValueError, "unop: the primitive '%s' takes parameters", s);
+        return NULL;
+    }
+    if (i < sizeof unop_cache / sizeof unop_cache[0]) {
+        unop_cache[i].name = Py_NewRef(name);
+        unop_cache[i].p = p;
+    }
+    return p;
+}
+
+/* unop(name, x, to_float): the unary primitive `name` on the Array or Tracer x
+ * (ints and bools first converted to the default float when to_float), as
+ * jnp's unary wrappers do; NotImplemented for other x (the caller converts). */
+static PyObject *py_unop(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t n)
+{
+    if (n != 3 || !PyUnicode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "unop(name: str, x, to_float) takes exactly 3 arguments");
+        return NULL;
+    }
+    PyObject *x = args[1];
+    oly_aval ax;
+    oly_array *a = ext_array_get(x);
+    if (a)
+        ax = *oly_array_aval(a);
+    else if (ext_is_tracer(x))
+        ax = TR(x)->aval;
+    else
+        Py_RETURN_NOTIMPLEMENTED;
+    const oly_prim *p = unop_prim(args[0]);
+    if (!p) return NULL;
+    PyObject *xv = Py_NewRef(x);
+    if (args[2] == Py_True && !oly_dtype_is_inexact(ax.dtype)) {
+        oly_params_convert cp = {.new_dtype = oly_default_float(), .weak = ax.weak};
+        Py_SETREF(xv, bind1(P_CONVERT, &cp, &x, 1));
+        if (!xv) return NULL;
+    }
+    PyObject *res = ext_bind(p, NULL, &xv, 1, NULL, 0);
+    Py_DECREF(xv);
+    if (res && PyTuple_GET_SIZE(res) == 1) {
+        PyObject *r = Py_NewRef(PyTuple_GET_ITEM(res, 0));
+        Py_SETREF(res, r);
+    }
+    return res;
+}
+
 PyMethodDef ext_tracer_methods[] = {
     {"bind", (PyCFunction)(void (*)(void))py_bind, METH_VARARGS | METH_KEYWORDS,
      "bind(name, args, params=None): apply a primitive eagerly or into the innermost trace; "
@@ -1582,6 +1650,9 @@ PyMethodDef ext_tracer_methods[] = {
      "result_type(*xs) -> (numpy dtype, weak_type): promotion with weak types"},
     {"binop", (PyCFunction)(void (*)(void))py_binop, METH_FASTCALL,
      "binop(name, x, y): the NumPy-style binary operation (promotion, broadcasting)"},
+    {"unop", (PyCFunction)(void (*)(void))py_unop, METH_FASTCALL,
+     "unop(name, x, to_float): the unary primitive on an Array or Tracer (ints and bools in the "
+     "default float when to_float); NotImplemented for other values"},
     {NULL, NULL, 0, NULL},
 };
 

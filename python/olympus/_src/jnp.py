@@ -16,6 +16,7 @@ from olympus._src import dtypes as _dt
 Array = _core.Array
 _AxisError = getattr(np, "exceptions", np).AxisError
 _is_tracer = _core.is_tracer
+_unop = _core.unop
 
 __all__ = []
 
@@ -179,6 +180,9 @@ def _unary_float(name, prim):
     """NumPy ufunc `name` (the primitive `prim`), computing ints and bools in
     the default float."""
     def f(x, /):
+        r = _unop(prim, x, True)   # Arrays and Tracers: promotion and bind in C
+        if r is not NotImplemented:
+            return r
         x = _arr(x)
         dt, weak = _dt.dtype_and_weak(x)
         if not _dt.is_inexact(dt):
@@ -225,6 +229,10 @@ def log10(x, /):
 
 def _same_dtype_unary(prim, name, allow_bool=True):
     def f(x, /):
+        if allow_bool:
+            r = _unop(prim, x, False)
+            if r is not NotImplemented:
+                return r
         x = _arr(x)
         if not allow_bool and _dt.is_bool(_dtype(x)):
             raise TypeError(f"{name} does not accept dtype bool.")
