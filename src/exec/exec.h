@@ -113,6 +113,20 @@ void oly__exec_drop_spare(oly_exe *exe);
 oly_status oly__exec_run(oly_run *parent, const oly_exe *exe, int device, const void *const *in,
                          oly_array *const *in_arrays, void *const *out);
 
+/* A nested program made ready for many runs (loop bodies): its executable
+ * and a run state taken once, nested in the parent run given to
+ * oly__exec_prepare. Used by one thread, inside the parent's kernel; each
+ * prepared run is oly__exec_run_raw's run without the lookups. */
+typedef struct oly_exec_prep {
+    const oly_exe *exe;
+    void *rs;                   /* run.c's run state; NULL when not prepared */
+} oly_exec_prep;
+
+oly_status oly__exec_prepare(const oly_run *parent, oly_program *p, int device, oly_exec_prep *out);
+oly_status oly__exec_prepared_run(const oly_exec_prep *pr, const void *const *in, void *const *out);
+/* Gives the run state back; harmless on a zeroed or failed prep. */
+void oly__exec_prepared_done(oly_exec_prep *pr);
+
 /* OLYMPUS_NUM_CPU_DEVICES's value as a device count: 1 when s is NULL, empty
  * or not an integer in [1, 1024] (src/rt/device.c). */
 int oly__parse_device_count(const char *s);

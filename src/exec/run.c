@@ -126,26 +126,46 @@ static bool sole_owner(oly_array *a)
            atomic_load_explicit(&a->buf->refcount, memory_order_acquire) == 1;
 }
 
-oly_status oly__exec_run(oly_run *parent, const oly_exe *exe, int device, const void *const *in,
-                         oly_array *const *in_arrays, void *const *out)
+/* Takes exe's spare run state (or a new one) for a run, or a loop of runs,
+ * nested in parent at depth. */
+static run_state *state_take(const oly_exe *exe, const oly_run *parent, int device, int depth)
+{
+    oly_exe *mut = (oly_exe *)exe; /* the spare slot is the only field runs write */
+    run_state *rs = exe->pool ? atomic_exchange_explicit(&mut->spare, NULL, memory_order_acquire)
+                              : NULL;
+    if (!rs && !(rs = state_new(exe))) return NULL;
+    rs->run = (oly_run){parent, device, depth};
+    return rs;
+}
+
+/* Gives rs back as exe's spare, or frees it when there is one already. */
+static void state_put(const oly_exe *exe, run_state *rs)
+{
+    oly_exe *mut = (oly_exe *)exe;
+    void *expected = NULL;
+    if (!exe->pool || !atomic_compare_exchange_strong_explicit(&mut->spare, &expected, rs,
+                                                               memory_order_release,
+                                                               memory_order_relaxed))
+        state_free(rs, exe->n_own_all);
+}
+
+static oly_status depth_error(void)
+{
+    return oly__error(OLY_ERR_INVALID,
+                      "program nesting deeper than %d levels (runaway recursion through "
+                      "nested programs or host functions?)",
+                      OLY_EXEC_MAX_DEPTH);
+}
+
+/* One run of exe on the taken state rs (rs->run already set). tdepth: the
+ * thread's depth counter for a top-level run, else NULL. */
+static inline __attribute__((always_inline)) oly_status
+run_once(run_state *rs, const oly_exe *exe, const void *const *in, oly_array *const *in_arrays,
+         void *const *out, int *tdepth)
 {
     const oly_program *p = exe->prog;
     oly_status st = OLY_OK;
-    /* One TLS address lookup per run (__tls_get_addr in a shared object). */
-    int *tdepth = parent ? NULL : &thread_depth;
-    int depth = (parent ? parent->depth : *tdepth) + 1;
-    if (depth > OLY_EXEC_MAX_DEPTH)
-        return oly__error(OLY_ERR_INVALID,
-                          "program nesting deeper than %d levels (runaway recursion through "
-                          "nested programs or host functions?)",
-                          OLY_EXEC_MAX_DEPTH);
-    /* The spare slot is the only field a run writes; the exe is otherwise
-     * immutable after compile. */
-    oly_exe *mut = (oly_exe *)exe;
-    run_state *rs = exe->pool ? atomic_exchange_explicit(&mut->spare, NULL, memory_order_acquire)
-                              : NULL;
-    if (!rs && !(rs = state_new(exe))) return OLY_ERR_NOMEM;
-    rs->run = (oly_run){parent, device, depth};
+    int device = rs->run.device;
     void **val = rs->val;
     oly_array **arr = rs->arr;
 
@@ -187,10 +207,12 @@ oly_status oly__exec_run(oly_run *parent, const oly_exe *exe, int device, const 
     rs->device = device;
     const int *refs = exe->refs;
     if (rs->resolved) {
-        for (int i = 0; i < exe->n_patch; i++) {
+        void **ptr = rs->ptr;
+        oly_array **parr = rs->parr;
+        for (int i = 0, n = exe->n_patch; i < n; i++) {
             int pos = exe->patch[i];
-            rs->ptr[pos] = val[refs[pos]];
-            rs->parr[pos] = arr[refs[pos]];
+            ptr[pos] = val[refs[pos]];
+            parr[pos] = arr[refs[pos]];
         }
     } else {
         for (size_t pos = 0; pos < exe->n_refs; pos++) {
@@ -200,28 +222,31 @@ oly_status oly__exec_run(oly_run *parent, const oly_exe *exe, int device, const 
         rs->resolved = true;
     }
 
-    if (tdepth) *tdepth = depth; /* the outer depth is depth - 1 */
+    if (tdepth) *tdepth = rs->run.depth; /* the outer depth is depth - 1 */
     /* Locals, so the loop reloads nothing after each (opaque) kernel call. */
-    const oly_kernel_fn *kern = rs->kern;
-    const oly_kernel_ctx *ctx = rs->ctx;
-    for (int i = 0, n = exe->n_step; i < n; i++) {
-        st = kern[i](&ctx[i]);
-        if (st != OLY_OK) {
-            const oly_eqn *e = exe->step[i].eqn;
-            if ((unsigned)st >= OLY_STATUS_COUNT) st = OLY_ERR_CALLBACK;
-            /* Host function failures keep their message (and payload) intact;
-             * nested programs have named their failing primitive already. */
-            if (st != OLY_ERR_CALLBACK && !e->prim->wants_arrays && e->n_sub == 0)
-                oly__error_prefix(st, "%s", e->prim->name);
-            break;
+    {
+        const oly_kernel_fn *kern = rs->kern;
+        const oly_kernel_ctx *ctx = rs->ctx;
+        for (int i = 0, n = exe->n_step; i < n; i++) {
+            st = kern[i](&ctx[i]);
+            if (st != OLY_OK) {
+                const oly_eqn *e = exe->step[i].eqn;
+                if ((unsigned)st >= OLY_STATUS_COUNT) st = OLY_ERR_CALLBACK;
+                /* Host function failures keep their message (and payload)
+                 * intact; nested programs have named their failing primitive
+                 * already. */
+                if (st != OLY_ERR_CALLBACK && !e->prim->wants_arrays && e->n_sub == 0)
+                    oly__error_prefix(st, "%s", e->prim->name);
+                break;
+            }
         }
     }
-    if (tdepth) *tdepth = depth - 1;
+    if (tdepth) *tdepth = rs->run.depth - 1;
     if (st != OLY_OK) goto done;
 
     /* Outputs that are inputs, constants, literals, repeats or callback
      * arguments are copied into their buffers. */
-    for (int k = 0; k < p->n_out; k++) {
+    for (int k = 0, n = p->n_out; k < n; k++) {
         const oly_out_src *o = &exe->out_src[k];
         if (!o->direct && o->nbytes) memcpy(out[k], val[o->ref], o->nbytes);
     }
@@ -241,12 +266,47 @@ done:
             }
         }
     }
-    void *expected = NULL;
-    if (!exe->pool || !atomic_compare_exchange_strong_explicit(&mut->spare, &expected, rs,
-                                                               memory_order_release,
-                                                               memory_order_relaxed))
-        state_free(rs, exe->n_own_all);
     return st;
+}
+
+oly_status oly__exec_run(oly_run *parent, const oly_exe *exe, int device, const void *const *in,
+                         oly_array *const *in_arrays, void *const *out)
+{
+    /* One TLS address lookup per run (__tls_get_addr in a shared object). */
+    int *tdepth = parent ? NULL : &thread_depth;
+    int depth = (parent ? parent->depth : *tdepth) + 1;
+    if (depth > OLY_EXEC_MAX_DEPTH) return depth_error();
+    run_state *rs = state_take(exe, parent, device, depth);
+    if (!rs) return OLY_ERR_NOMEM;
+    oly_status st = run_once(rs, exe, in, in_arrays, out, tdepth);
+    state_put(exe, rs);
+    return st;
+}
+
+oly_status oly__exec_prepare(const oly_run *parent, oly_program *p, int device, oly_exec_prep *out)
+{
+    *out = (oly_exec_prep){0};
+    if (!parent) return oly__error(OLY_ERR_INVALID, "oly__exec_prepare: no parent run");
+    const oly_exe *exe;
+    OLY_TRY(oly__exec_get(p, &exe));
+    int depth = parent->depth + 1;
+    if (depth > OLY_EXEC_MAX_DEPTH) return depth_error();
+    run_state *rs = state_take(exe, parent, device, depth);
+    if (!rs) return OLY_ERR_NOMEM;
+    out->exe = exe;
+    out->rs = rs;
+    return OLY_OK;
+}
+
+oly_status oly__exec_prepared_run(const oly_exec_prep *pr, const void *const *in, void *const *out)
+{
+    return run_once(pr->rs, pr->exe, in, NULL, out, NULL);
+}
+
+void oly__exec_prepared_done(oly_exec_prep *pr)
+{
+    if (pr->rs) state_put(pr->exe, pr->rs);
+    pr->rs = NULL;
 }
 
 oly_status oly__exec_run_raw(oly_run *run, oly_program *p, int device, const void *const *in,

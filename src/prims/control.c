@@ -1,13 +1,15 @@
 /* control.c — control flow: cond, while and scan, rows holding nested programs
  * (conventions in olympus.h next to their params). Kernels run the nested
- * programs with oly__exec_run_raw on the same run: loop carries are
- * double-buffered, scan slices xs and writes ys by byte offsets. Effects are
- * the union of the bodies' (oly__eqn_effects), so an effectful body keeps the
- * loop alive through DCE. Transform rules work on whole nested programs: they
- * vmap / jvp / partially evaluate / transpose the bodies with the program-level
- * transforms and re-emit the loop, finding which carries are batched, have
- * nonzero tangents or are unknown by a fixpoint over the body. */
+ * programs on the same run (loops prepare theirs once: oly__exec_prepare):
+ * loop carries are double-buffered, scan slices xs and writes ys by byte
+ * offsets. Effects are the union of the bodies' (oly__eqn_effects), so an
+ * effectful body keeps the loop alive through DCE. Transform rules work on
+ * whole nested programs: they vmap / jvp / partially evaluate / transpose the
+ * bodies with the program-level transforms and re-emit the loop, finding which
+ * carries are batched, have nonzero tangents or are unknown by a fixpoint over
+ * the body. */
 #include "trans/trans.h"
+#include "exec/exec.h"
 
 /* ---------------------------------------------------------------- params */
 
@@ -276,6 +278,10 @@ static void carries_free(carries *c)
     free(c->b);
 }
 
+/* Loops resolve each nested program's executable and take its run state once
+ * (oly__exec_prepare), then run it per iteration with prebuilt pointer
+ * tables: one per parity, so the double-buffered carries swap by switching
+ * tables rather than by rewriting them. */
 static oly_status while_kernel(const oly_kernel_ctx *ctx)
 {
     const oly_params_while *pw = ctx->params;
@@ -283,30 +289,43 @@ static oly_status while_kernel(const oly_kernel_ctx *ctx)
     oly_program *cp = ctx->eqn->sub[0], *bp = ctx->eqn->sub[1];
     int dev = oly__run_device(ctx->run);
     carries c = {0};
-    const void **cin = oly__calloc((size_t)(cn + nc) + 1, sizeof *cin);
-    const void **bin = oly__calloc((size_t)(bn + nc) + 1, sizeof *bin);
-    oly_status s = cin && bin ? carries_new(&c, nc, ctx->out_aval) : OLY_ERR_NOMEM;
+    oly_exec_prep cprep = {0}, bprep = {0};
+    /* cin[par], bin[par] read carries set par (0: a, 1: b); the body writes
+     * the other set. */
+    size_t nci = (size_t)(cn + nc), nbi = (size_t)(bn + nc);
+    const void **tab = oly__calloc(2 * (nci + nbi) + 1, sizeof *tab);
+    oly_status s = tab ? carries_new(&c, nc, ctx->out_aval) : OLY_ERR_NOMEM;
     if (s != OLY_OK) goto done;
-    for (int i = 0; i < cn; i++) cin[i] = ctx->in[i];
-    for (int i = 0; i < bn; i++) bin[i] = ctx->in[cn + i];
+    if ((s = oly__exec_prepare(ctx->run, cp, dev, &cprep)) != OLY_OK) goto done;
+    if ((s = oly__exec_prepare(ctx->run, bp, dev, &bprep)) != OLY_OK) goto done;
+    const void **cin[2] = {tab, tab + nci}, **bin[2] = {tab + 2 * nci, tab + 2 * nci + nbi};
+    void **bout[2] = {c.b, c.a};
+    for (int par = 0; par < 2; par++) {
+        void **cur = par ? c.b : c.a;
+        for (int i = 0; i < cn; i++) cin[par][i] = ctx->in[i];
+        for (int i = 0; i < bn; i++) bin[par][i] = ctx->in[cn + i];
+        for (int k = 0; k < nc; k++) cin[par][cn + k] = bin[par][bn + k] = cur[k];
+    }
     for (int k = 0; k < nc; k++)
         memcpy(c.a[k], ctx->in[cn + bn + k], oly_aval_nbytes(&ctx->out_aval[k]));
+    int par = 0;
     for (;;) {
         bool pred = false;
         void *pout[1] = {&pred};
-        for (int k = 0; k < nc; k++) cin[cn + k] = bin[bn + k] = c.a[k];
-        if ((s = oly__exec_run_raw(ctx->run, cp, dev, cin, pout)) != OLY_OK) goto done;
+        if ((s = oly__exec_prepared_run(&cprep, cin[par], pout)) != OLY_OK) goto done;
         if (!pred) break;
-        if ((s = oly__exec_run_raw(ctx->run, bp, dev, bin, c.b)) != OLY_OK) goto done;
-        void **t = c.a;
-        c.a = c.b;
-        c.b = t;
+        if ((s = oly__exec_prepared_run(&bprep, bin[par], bout[par])) != OLY_OK) goto done;
+        par ^= 1;
     }
-    for (int k = 0; k < nc; k++) memcpy(ctx->out[k], c.a[k], oly_aval_nbytes(&ctx->out_aval[k]));
+    {
+        void **cur = par ? c.b : c.a;
+        for (int k = 0; k < nc; k++) memcpy(ctx->out[k], cur[k], oly_aval_nbytes(&ctx->out_aval[k]));
+    }
 done:
+    oly__exec_prepared_done(&bprep);
+    oly__exec_prepared_done(&cprep);
     carries_free(&c);
-    free(cin);
-    free(bin);
+    free(tab);
     return s;
 }
 
@@ -319,37 +338,50 @@ static oly_status scan_kernel(const oly_kernel_ctx *ctx)
     oly_program *bp = ctx->eqn->sub[0];
     int dev = oly__run_device(ctx->run);
     carries c = {0};
-    const void **in = oly__calloc((size_t)ctx->n_in + 1, sizeof *in);
-    void **out = oly__calloc((size_t)ctx->n_out + 1, sizeof *out);
+    oly_exec_prep prep = {0};
+    size_t ni = (size_t)ctx->n_in, no = (size_t)ctx->n_out;
+    /* in[par] reads carries set par (0: a, 1: b), out[par] writes the other. */
+    const void **intab = oly__calloc(2 * ni + 1, sizeof *intab);
+    void **outtab = oly__calloc(2 * no + 1, sizeof *outtab);
     size_t *xb = oly__calloc((size_t)nx + 1, sizeof *xb), *yb = oly__calloc((size_t)ny + 1, sizeof *yb);
-    oly_status s = in && out && xb && yb ? carries_new(&c, nc, ctx->out_aval) : OLY_ERR_NOMEM;
+    oly_status s = intab && outtab && xb && yb ? carries_new(&c, nc, ctx->out_aval) : OLY_ERR_NOMEM;
     if (s != OLY_OK) goto done;
+    if (len > 0 && (s = oly__exec_prepare(ctx->run, bp, dev, &prep)) != OLY_OK) goto done;
     for (int j = 0; j < nx && len > 0; j++)
         xb[j] = oly_aval_nbytes(&ctx->in_aval[nk + nc + j]) / (size_t)len;
     for (int j = 0; j < ny && len > 0; j++)
         yb[j] = oly_aval_nbytes(&ctx->out_aval[nc + j]) / (size_t)len;
-    for (int i = 0; i < nk; i++) in[i] = ctx->in[i];
+    const void **in[2] = {intab, intab + ni};
+    void **out[2] = {outtab, outtab + no};
+    for (int par = 0; par < 2; par++) {
+        for (int i = 0; i < nk; i++) in[par][i] = ctx->in[i];
+        for (int k = 0; k < nc; k++) {
+            in[par][nk + k] = par ? c.b[k] : c.a[k];
+            out[par][k] = par ? c.a[k] : c.b[k];
+        }
+    }
     for (int k = 0; k < nc; k++)
         memcpy(c.a[k], ctx->in[nk + k], oly_aval_nbytes(&ctx->out_aval[k]));
+    int par = 0;
     for (int64_t it = 0; it < len; it++) {
         int64_t t = ps->reverse ? len - 1 - it : it;
-        for (int k = 0; k < nc; k++) {
-            in[nk + k] = c.a[k];
-            out[k] = c.b[k];
-        }
+        const void **ip = in[par];
+        void **op = out[par];
         for (int j = 0; j < nx; j++)
-            in[nk + nc + j] = (const unsigned char *)ctx->in[nk + nc + j] + (size_t)t * xb[j];
-        for (int j = 0; j < ny; j++) out[nc + j] = (unsigned char *)ctx->out[nc + j] + (size_t)t * yb[j];
-        if ((s = oly__exec_run_raw(ctx->run, bp, dev, in, out)) != OLY_OK) goto done;
-        void **tmp = c.a;
-        c.a = c.b;
-        c.b = tmp;
+            ip[nk + nc + j] = (const unsigned char *)ctx->in[nk + nc + j] + (size_t)t * xb[j];
+        for (int j = 0; j < ny; j++) op[nc + j] = (unsigned char *)ctx->out[nc + j] + (size_t)t * yb[j];
+        if ((s = oly__exec_prepared_run(&prep, ip, op)) != OLY_OK) goto done;
+        par ^= 1;
     }
-    for (int k = 0; k < nc; k++) memcpy(ctx->out[k], c.a[k], oly_aval_nbytes(&ctx->out_aval[k]));
+    {
+        void **cur = par ? c.b : c.a;
+        for (int k = 0; k < nc; k++) memcpy(ctx->out[k], cur[k], oly_aval_nbytes(&ctx->out_aval[k]));
+    }
 done:
+    oly__exec_prepared_done(&prep);
     carries_free(&c);
-    free(in);
-    free(out);
+    free(intab);
+    free(outtab);
     free(xb);
     free(yb);
     return s;
