@@ -17,7 +17,10 @@
  * argument views are made with the NumPy C API and handed over by vectorcall;
  * a view gets no reference to its core array unless the callback kept it (its
  * refcount is still above ours once the call returned: then the reference is
- * attached as the view's base, before the run can reuse the memory); a result
+ * attached as the view's base, before the run can reuse the memory); a view
+ * nobody kept, still exactly as made, is kept per host function and argument
+ * position and re-pointed at the next call's argument (no view made or freed
+ * per call); per host function the kind is decided once; a result
  * that is already a C-contiguous ndarray of the declared dtype and shape is
  * copied without any conversion. Everything else takes the general path
  * (pytree flattening, np.asarray semantics through PyArray_FromAny).
@@ -39,7 +42,20 @@ typedef struct pyfn {
     PyObject *in_tree; /* owned; NULL: fn(*leaves), else fn(*args, **kwargs) with
                         * (args, kwargs) = in_tree.unflatten(leaves) */
     char *name;        /* owned (malloc) */
+    /* Guarded by the GIL: the last frame kind seen (a primitive's name, a
+     * constant per kernel) and whether it is debug_callback, so the kind costs
+     * a pointer comparison per call. */
+    const char *kind_seen;
+    int kind_debug;
+    /* Guarded by the GIL: for the first N_SPARE argument positions, the view
+     * of the last call when nobody kept it (refcount 1, base None, layout and
+     * flags as made, no weak reference or buffer info): the next call
+     * re-points it at its argument instead of making and freeing a view. Taken
+     * out of the slot while in use, so a nested call makes its own. */
+    PyObject *spare[4];
 } pyfn;
+
+enum { N_SPARE = 4 };
 
 /* True when this thread may take the GIL to drop references. After
  * finalization (or while another thread finalizes) the reference is leaked. */
@@ -70,6 +86,7 @@ static void pyfn_release(void *user)
         PyGILState_STATE g = PyGILState_Ensure();
         Py_XDECREF(u->fn);
         Py_XDECREF(u->in_tree);
+        for (int i = 0; i < N_SPARE; i++) Py_XDECREF(u->spare[i]);
         PyGILState_Release(g);
     }
     free(u->name);
@@ -202,16 +219,19 @@ static int store_fast(PyObject *res, const oly_aval *aval, void *dst)
         PyArray_NDIM(a) != aval->rank || !PyArray_ISCARRAY_RO(a))
         return 0;
     const npy_intp *dims = PyArray_DIMS(a);
-    for (int d = 0; d < aval->rank; d++)
+    size_t nbytes = (size_t)PyArray_ITEMSIZE(a);
+    for (int d = 0; d < aval->rank; d++) {
         if (dims[d] != aval->dims[d]) return 0;
-    size_t nbytes = (size_t)PyArray_NBYTES(a);
+        nbytes *= (size_t)dims[d];
+    }
     if (nbytes) memcpy(dst, PyArray_DATA(a), nbytes);
     return 1;
 }
 
-static int store_results(PyObject *res, oly_callback_frame *fr)
+/* The general path (pytree flattening, per-leaf checks); out of line so the
+ * hot path keeps few registers. */
+static __attribute__((noinline)) int store_results_slow(PyObject *res, oly_callback_frame *fr)
 {
-    if (fr->n_results == 1 && store_fast(res, &fr->result_avals[0], fr->results[0])) return 0;
     PyObject *leaves, *td;
     if (ext_tree_flatten(res, NULL, &leaves, &td) < 0) return -1;
     Py_DECREF(td);
@@ -233,30 +253,18 @@ static int store_results(PyObject *res, oly_callback_frame *fr)
     return 0;
 }
 
+static inline int store_results(PyObject *res, oly_callback_frame *fr)
+{
+    if (fr->n_results == 1 && store_fast(res, &fr->result_avals[0], fr->results[0])) return 0;
+    return store_results_slow(res, fr);
+}
+
 /* A read-only NumPy array for argument i. Over an argument array, the view's
  * base is None for now (so NumPy refuses to make it writeable): keep_args
  * gives it a reference to the array if the callback kept it. Without arrays
  * (or for bfloat16, shown as a float32 copy) the view owns what it shows. */
-static PyObject *arg_view(oly_callback_frame *fr, int i)
+static __attribute__((noinline)) PyObject *arg_view_slow(oly_callback_frame *fr, int i)
 {
-    oly_array *arr = fr->arg_arrays ? fr->arg_arrays[i] : NULL;
-    if (arr) {
-        const oly_aval *aval = oly_array_aval(arr);
-        PyArray_Descr *descr = (PyArray_Descr *)ext_st->np_dtype[aval->dtype];
-        if (aval->dtype == OLY_BFLOAT16 || !descr || oly_aval_size(aval) == 0)
-            return ext_numpy_view(arr);
-        npy_intp dims[OLY_MAX_RANK];
-        for (int d = 0; d < aval->rank; d++) dims[d] = (npy_intp)aval->dims[d];
-        Py_INCREF(descr);
-        PyObject *v = PyArray_NewFromDescr(&PyArray_Type, descr, aval->rank, dims, NULL,
-                                           (void *)oly_array_data(arr),
-                                           NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED, NULL);
-        if (!v) return NULL;
-        /* What PyArray_SetBaseObject(v, None) does for a fresh view, without
-         * its checks: release_args may replace the base later. */
-        ((PyArrayObject_fields *)v)->base = Py_NewRef(Py_None);
-        return v;
-    }
     oly_array *a;
     oly_status s = oly_array_from_data(&fr->arg_avals[i], fr->args[i], &a);
     if (s != OLY_OK) {
@@ -266,6 +274,41 @@ static PyObject *arg_view(oly_callback_frame *fr, int i)
     PyObject *v = ext_numpy_view(a);
     oly_array_release(a);
     return v;
+}
+
+static inline PyObject *arg_view(pyfn *u, oly_callback_frame *fr, oly_array *arr, int i)
+{
+    if (arr) {
+        const oly_aval *aval = oly_array_aval(arr);
+        PyArray_Descr *descr = (PyArray_Descr *)ext_st->np_dtype[aval->dtype];
+        npy_intp dims[OLY_MAX_RANK];
+        int rank = aval->rank, empty = 0;
+        for (int d = 0; d < rank; d++) {
+            dims[d] = (npy_intp)aval->dims[d];
+            empty |= dims[d] == 0;
+        }
+        if (aval->dtype == OLY_BFLOAT16 || !descr || empty) return ext_numpy_view(arr);
+        void *data = (void *)oly_array_data(arr);
+        PyArrayObject_fields *sp = i < N_SPARE ? (PyArrayObject_fields *)u->spare[i] : NULL;
+        if (sp && sp->descr == descr && sp->nd == rank && ((uintptr_t)data & 15) == 0) {
+            int same = 1;
+            for (int d = 0; d < rank; d++) same &= sp->dimensions[d] == dims[d];
+            if (same) {
+                u->spare[i] = NULL;
+                sp->data = data;
+                return (PyObject *)sp;
+            }
+        }
+        Py_INCREF(descr);
+        PyObject *v = PyArray_NewFromDescr(&PyArray_Type, descr, rank, dims, NULL, data,
+                                           NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED, NULL);
+        if (!v) return NULL;
+        /* What PyArray_SetBaseObject(v, None) does for a fresh view, without
+         * its checks: release_args may replace the base later. */
+        ((PyArrayObject_fields *)v)->base = Py_NewRef(Py_None);
+        return v;
+    }
+    return arg_view_slow(fr, i);
 }
 
 static void capsule_release(PyObject *cap)
@@ -279,13 +322,33 @@ static void capsule_release(PyObject *cap)
  * view itself as their base (NumPy stops collapsing bases at None). Then our
  * references are dropped. Runs with an exception pending or not: a failure
  * here (out of memory) is written as unraisable, never lost silently. */
-static void release_args(oly_callback_frame *fr, PyObject **argv, int n)
+/* 1 when view v, which only we reference, is exactly as arg_view made it
+ * (type, base None, C-contiguous strides, flags, no weak reference or cached
+ * buffer info), so it can stand for the next call's argument. */
+static inline int reusable(PyObject *v)
 {
+    PyArrayObject_fields *f = (PyArrayObject_fields *)v;
+    if (Py_TYPE(v) != &PyArray_Type || f->base != Py_None || f->weakreflist || f->_buffer_info ||
+        (f->flags & ~NPY_ARRAY_F_CONTIGUOUS) != (NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED))
+        return 0;
+    npy_intp stride = f->descr->elsize;
+    for (int d = f->nd - 1; d >= 0; d--) {
+        if (f->strides[d] != stride) return 0;
+        stride *= f->dimensions[d];
+    }
+    return 1;
+}
+
+static inline void release_args(pyfn *u, oly_callback_frame *fr, PyObject **argv, int n)
+{
+    oly_array *const *arrays = fr->arg_arrays;
     for (int i = 0; i < n; i++) {
         PyObject *v = argv[i];
-        oly_array *arr = fr->arg_arrays ? fr->arg_arrays[i] : NULL;
-        /* Every argument is an ndarray (arg_view); only lazy views have None. */
-        if (Py_REFCNT(v) > 1 && arr && PyArray_BASE((PyArrayObject *)v) == Py_None) {
+        /* Every argument is an ndarray (arg_view); only lazy views have None.
+         * The refcount test first: a view nobody kept needs nothing more. */
+        oly_array *arr;
+        if (Py_REFCNT(v) > 1 && arrays && (arr = arrays[i]) &&
+            PyArray_BASE((PyArrayObject *)v) == Py_None) {
             PyObject *cap = PyCapsule_New(oly_array_retain(arr), "olympus.array", capsule_release);
             if (cap) {
                 PyArrayObject_fields *f = (PyArrayObject_fields *)v;
@@ -300,13 +363,43 @@ static void release_args(oly_callback_frame *fr, PyObject **argv, int n)
                 PyErr_WriteUnraisable(v);
                 PyErr_Restore(t, e, tb);
             }
+        } else if (i < N_SPARE && Py_REFCNT(v) == 1 && arrays && arrays[i] && reusable(v)) {
+            /* Our reference moves to the slot; a spare there (from a nested
+             * call, or of another shape) goes. */
+            PyObject *old = u->spare[i];
+            u->spare[i] = v;
+            Py_XDECREF(old);
+            continue;
         }
         Py_DECREF(v);
     }
 }
 
+/* Calls the function through in_tree (fn(*args, **kwargs)). */
+static __attribute__((noinline)) PyObject *call_tree(pyfn *u, PyObject **argv, int n)
+{
+    PyObject *res = NULL;
+    PyObject *leaves = PyList_New(n), *ak = NULL;
+    if (leaves) {
+        for (int i = 0; i < n; i++) PyList_SET_ITEM(leaves, i, Py_NewRef(argv[i]));
+        ak = ext_tree_unflatten(u->in_tree, leaves);
+        Py_DECREF(leaves);
+    }
+    if (ak && (!PyTuple_Check(ak) || PyTuple_GET_SIZE(ak) != 2 ||
+               !PyTuple_Check(PyTuple_GET_ITEM(ak, 0)) || !PyDict_Check(PyTuple_GET_ITEM(ak, 1)))) {
+        PyErr_SetString(PyExc_SystemError, "callback: in_tree must describe (args, kwargs)");
+        Py_CLEAR(ak);
+    }
+    if (ak) {
+        PyObject *kw = PyTuple_GET_ITEM(ak, 1);
+        res = PyObject_Call(u->fn, PyTuple_GET_ITEM(ak, 0), PyDict_GET_SIZE(kw) ? kw : NULL);
+        Py_DECREF(ak);
+    }
+    return res;
+}
+
 /* Calls the function and stores its results. 0, or -1 with a Python exception. */
-static int call_python(pyfn *u, oly_callback_frame *fr, int is_debug)
+static inline __attribute__((always_inline)) int call_python(pyfn *u, oly_callback_frame *fr, int is_debug)
 {
     enum { SMALL = 8 };
     PyObject *small[SMALL];
@@ -318,40 +411,22 @@ static int call_python(pyfn *u, oly_callback_frame *fr, int is_debug)
     }
     int made = 0, rc = -1;
     PyObject *res = NULL;
+    oly_array *const *arrays = fr->arg_arrays;
     for (; made < n; made++)
-        if (!(argv[made] = arg_view(fr, made))) goto done;
-    if (!u->in_tree) {
-        res = PyObject_Vectorcall(u->fn, argv, (size_t)n, NULL);
-    } else {
-        PyObject *leaves = PyList_New(n), *ak = NULL;
-        if (leaves) {
-            for (int i = 0; i < n; i++) PyList_SET_ITEM(leaves, i, Py_NewRef(argv[i]));
-            ak = ext_tree_unflatten(u->in_tree, leaves);
-            Py_DECREF(leaves);
-        }
-        if (ak && (!PyTuple_Check(ak) || PyTuple_GET_SIZE(ak) != 2 ||
-                   !PyTuple_Check(PyTuple_GET_ITEM(ak, 0)) ||
-                   !PyDict_Check(PyTuple_GET_ITEM(ak, 1)))) {
-            PyErr_SetString(PyExc_SystemError, "callback: in_tree must describe (args, kwargs)");
-            Py_CLEAR(ak);
-        }
-        if (ak) {
-            PyObject *kw = PyTuple_GET_ITEM(ak, 1);
-            res = PyObject_Call(u->fn, PyTuple_GET_ITEM(ak, 0), PyDict_GET_SIZE(kw) ? kw : NULL);
-            Py_DECREF(ak);
-        }
-    }
+        if (!(argv[made] = arg_view(u, fr, arrays ? arrays[made] : NULL, made))) goto done;
+    res = !u->in_tree ? PyObject_Vectorcall(u->fn, argv, (size_t)n, NULL) : call_tree(u, argv, n);
     if (!res) goto done;
+    /* debug_callback has no results and ignores what the function returns. */
     rc = is_debug ? 0 : store_results(res, fr);
     Py_DECREF(res);
 done:
-    release_args(fr, argv, made);
+    release_args(u, fr, argv, made);
     if (argv != small) PyMem_Free(argv);
     return rc;
 }
 
 /* Turns the pending Python exception into the error payload and message. */
-static oly_status fail_with_exception(pyfn *u, const char *kind)
+static __attribute__((noinline)) oly_status fail_with_exception(pyfn *u, const char *kind)
 {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
@@ -392,20 +467,19 @@ static oly_status trampoline(void *user, oly_callback_frame *fr)
      * GIL work a call needs (Ensure and Release cost twice as much). */
     bool held = PyGILState_Check();
     PyGILState_STATE g = held ? PyGILState_LOCKED : PyGILState_Ensure();
-    /* The kind is a primitive's name: after the first match, a pointer
-     * comparison (debug_kind is guarded by the GIL). */
-    static const char *debug_kind;
-    int is_debug = kind == debug_kind;
-    if (!is_debug && kind[0] == 'd' && strcmp(kind, "debug_callback") == 0) {
-        is_debug = 1;
-        debug_kind = kind;
+    /* The kind is a primitive's name, a constant per kernel: decided once per
+     * host function and kind (u's cache is guarded by the GIL). */
+    if (kind != u->kind_seen) {
+        u->kind_debug = strcmp(kind, "debug_callback") == 0;
+        u->kind_seen = kind;
     }
+    int is_debug = u->kind_debug;
+    /* Keep whatever the caller had pending (a pending error has a type). */
     PyObject *st = NULL, *sv = NULL, *stb = NULL;
-    bool pending = PyErr_Occurred() != NULL;
-    if (pending) PyErr_Fetch(&st, &sv, &stb); /* keep whatever the caller had pending */
+    if (__builtin_expect(PyErr_Occurred() != NULL, 0)) PyErr_Fetch(&st, &sv, &stb);
     oly_status s = OLY_OK;
     if (call_python(u, fr, is_debug) < 0) s = fail_with_exception(u, kind);
-    if (pending) PyErr_Restore(st, sv, stb);
+    if (__builtin_expect(st != NULL, 0)) PyErr_Restore(st, sv, stb);
     if (!held) PyGILState_Release(g);
     return s;
 }
@@ -461,6 +535,9 @@ static oly_host_fn *host_fn_for(PyObject *fn, PyObject *in_tree, const oly_prim 
     u->fn = fn;
     u->in_tree = Py_XNewRef(in_tree);
     u->name = nm;
+    u->kind_seen = NULL;
+    u->kind_debug = 0;
+    for (int i = 0; i < N_SPARE; i++) u->spare[i] = NULL;
     oly_host_fn *hf;
     oly_status s = oly_host_fn_new(name, trampoline, u, pyfn_release, &hf);
     if (s != OLY_OK) {
