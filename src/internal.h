@@ -304,6 +304,14 @@ oly_status oly__dims_check(const char *who, int rank, const int64_t *dims);
 int oly__call_num_outputs(const void *params, int n_in);
 oly_status oly__call_shape(const oly_shape_ctx *ctx, oly_aval *out);
 oly_status oly__call_kernel(const oly_kernel_ctx *ctx);
+/* The JVP rule of such a row: sub[0]'s JVP program, emitted into ctx->b by emit
+ * (pjit inlines it; remat wraps it in a remat equation). */
+typedef oly_status (*oly_call_emit_fn)(oly_builder *b, const oly_eqn *eqn, oly_program *prog,
+                                       const oly_atom *in, oly_atom *out);
+oly_status oly__call_jvp_with(oly_call_emit_fn emit, oly_jvp_ctx *ctx, const oly_eqn *eqn,
+                              const oly_atom *primal, const oly_atom *tangent,
+                              const bool *tan_nz, oly_atom *primal_out, oly_atom *tangent_out,
+                              bool *out_nz);
 /* The transpose rule of a primitive that calls its sub[0] (pjit, remat): sub[0]
  * is transposed as a whole with the non-linear inputs as residuals (call.c). */
 oly_status oly__call_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,

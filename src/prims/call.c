@@ -71,9 +71,10 @@ static oly_status call_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_a
     return st;
 }
 
-static oly_status call_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
-                           const oly_atom *tangent, const bool *tan_nz, oly_atom *primal_out,
-                           oly_atom *tangent_out, bool *out_nz)
+oly_status oly__call_jvp_with(oly_call_emit_fn emit, oly_jvp_ctx *ctx, const oly_eqn *eqn,
+                              const oly_atom *primal, const oly_atom *tangent,
+                              const bool *tan_nz, oly_atom *primal_out, oly_atom *tangent_out,
+                              bool *out_nz)
 {
     int n = eqn->n_in, m = eqn->n_out;
     oly_program *j = NULL;
@@ -90,11 +91,11 @@ static oly_status call_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom 
     int n_tout = 0;
     for (int o = 0; o < m; o++) n_tout += nz_out[o];
     if (j->n_in != k || j->n_out != m + n_tout) {
-        st = oly__error(OLY_ERR_INTERNAL, "pjit jvp: program has %d inputs and %d outputs, "
-                        "expected %d and %d", j->n_in, j->n_out, k, m + n_tout);
+        st = oly__error(OLY_ERR_INTERNAL, "%s jvp: program has %d inputs and %d outputs, "
+                        "expected %d and %d", eqn->prim->name, j->n_in, j->n_out, k, m + n_tout);
         goto done;
     }
-    st = oly__emit_inline(ctx->b, j, args, res);
+    st = emit(ctx->b, eqn, j, args, res);
     if (st != OLY_OK) goto done;
     k = m;
     for (int o = 0; o < m; o++) {
@@ -108,6 +109,23 @@ done:
     free(args);
     free(res);
     return st;
+}
+
+static oly_status emit_inline(oly_builder *b, const oly_eqn *eqn, oly_program *prog,
+                              const oly_atom *in, oly_atom *out)
+{
+    (void)eqn;
+    return oly__emit_inline(b, prog, in, out);
+}
+
+/* jvp: the sub-program's JVP, emitted inline (partial evaluation then never
+ * has to split a nested call). */
+static oly_status call_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
+                           const oly_atom *tangent, const bool *tan_nz, oly_atom *primal_out,
+                           oly_atom *tangent_out, bool *out_nz)
+{
+    return oly__call_jvp_with(emit_inline, ctx, eqn, primal, tangent, tan_nz, primal_out,
+                              tangent_out, out_nz);
 }
 
 /* sub[0] with its inputs reordered: non-linear ones (residuals) first. */

@@ -72,39 +72,8 @@ static oly_status remat_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom
                             const oly_atom *tangent, const bool *tan_nz, oly_atom *primal_out,
                             oly_atom *tangent_out, bool *out_nz)
 {
-    int n = eqn->n_in, m = eqn->n_out;
-    oly_program *j = NULL;
-    bool *nz_out = oly__calloc((size_t)m + 1, sizeof *nz_out);
-    oly_atom *args = oly__calloc(2 * (size_t)n + 1, sizeof *args);
-    oly_atom *res = oly__calloc(2 * (size_t)m + 1, sizeof *res);
-    oly_status st = nz_out && args && res ? OLY_OK : OLY_ERR_NOMEM;
-    if (st == OLY_OK) st = oly_program_jvp(eqn->sub[0], tan_nz, &j, nz_out);
-    if (st != OLY_OK) goto done;
-    int k = n;
-    for (int i = 0; i < n; i++) args[i] = primal[i];
-    for (int i = 0; i < n; i++)
-        if (tan_nz[i]) args[k++] = tangent[i];
-    int n_tout = 0;
-    for (int o = 0; o < m; o++) n_tout += nz_out[o];
-    if (j->n_in != k || j->n_out != m + n_tout) {
-        st = oly__error(OLY_ERR_INTERNAL, "remat jvp: program has %d inputs and %d outputs, "
-                        "expected %d and %d", j->n_in, j->n_out, k, m + n_tout);
-        goto done;
-    }
-    st = emit_remat(ctx->b, eqn, j, args, res);
-    if (st != OLY_OK) goto done;
-    k = m;
-    for (int o = 0; o < m; o++) {
-        primal_out[o] = res[o];
-        out_nz[o] = nz_out[o];
-        if (nz_out[o]) tangent_out[o] = res[k++];
-    }
-done:
-    oly_program_release(j);
-    free(nz_out);
-    free(args);
-    free(res);
-    return st;
+    return oly__call_jvp_with(emit_remat, ctx, eqn, primal, tangent, tan_nz, primal_out,
+                              tangent_out, out_nz);
 }
 
 static oly_status remat_pe(oly_pe_ctx *ctx, const oly_eqn *eqn, const oly_atom *known_in,
