@@ -19,6 +19,8 @@
  */
 #include "ext.h"
 
+#include <limits.h>
+
 /* NumPy's C-API macros convert between object and function pointers. */
 #pragma GCC diagnostic ignored "-Wpedantic"
 
@@ -335,64 +337,64 @@ static PyObject *py_trace(PyObject *Py_UNUSED(m), PyObject *args)
 
 /* ---------------------------------------------------------------- transforms */
 
-static int parse_ints(PyObject *o, int n_want, int **out, const char *what)
+/* One item of a parsed list: 0, or -1 with an exception. */
+static int item_int(PyObject *o, void *dst)
 {
-    PyObject *seq = PySequence_Fast(o, "expected a sequence of ints");
+    long v = PyLong_AsLong(o);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    if (v < INT_MIN || v > INT_MAX) {
+        PyErr_Format(PyExc_OverflowError, "%ld does not fit in an int", v);
+        return -1;
+    }
+    *(int *)dst = (int)v;
+    return 0;
+}
+
+static int item_bool(PyObject *o, void *dst)
+{
+    int b = PyObject_IsTrue(o);
+    if (b < 0) return -1;
+    *(bool *)dst = b != 0;
+    return 0;
+}
+
+/* A sequence of exactly n_want items, each converted by item into a new
+ * PyMem array of elsize-byte entries at *out. 0, or -1 with an exception. */
+static int parse_list(PyObject *o, int n_want, size_t elsize, int (*item)(PyObject *, void *),
+                      void **out, const char *what)
+{
+    PyObject *seq = PySequence_Fast(o, "expected a sequence");
     if (!seq) return -1;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    char *buf = NULL;
     if (n != n_want) {
-        Py_DECREF(seq);
         PyErr_Format(PyExc_ValueError, "%s: expected %d entries, got %zd", what, n_want, n);
-        return -1;
+        goto fail;
     }
-    *out = PyMem_Calloc((size_t)n + 1, sizeof **out);
-    if (!*out) {
-        Py_DECREF(seq);
+    buf = PyMem_Calloc((size_t)n + 1, elsize);
+    if (!buf) {
         PyErr_NoMemory();
-        return -1;
+        goto fail;
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
-        if (v == -1 && PyErr_Occurred()) {
-            PyMem_Free(*out);
-            *out = NULL;
-            Py_DECREF(seq);
-            return -1;
-        }
-        (*out)[i] = (int)v;
-    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (item(PySequence_Fast_GET_ITEM(seq, i), buf + (size_t)i * elsize) < 0) goto fail;
     Py_DECREF(seq);
+    *out = buf;
     return 0;
+fail:
+    PyMem_Free(buf);
+    Py_DECREF(seq);
+    return -1;
+}
+
+static int parse_ints(PyObject *o, int n_want, int **out, const char *what)
+{
+    return parse_list(o, n_want, sizeof **out, item_int, (void **)out, what);
 }
 
 static int parse_bools(PyObject *o, int n_want, bool **out, const char *what)
 {
-    PyObject *seq = PySequence_Fast(o, "expected a sequence of bools");
-    if (!seq) return -1;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    if (n != n_want) {
-        Py_DECREF(seq);
-        PyErr_Format(PyExc_ValueError, "%s: expected %d entries, got %zd", what, n_want, n);
-        return -1;
-    }
-    *out = PyMem_Calloc((size_t)n + 1, sizeof **out);
-    if (!*out) {
-        Py_DECREF(seq);
-        PyErr_NoMemory();
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int b = PyObject_IsTrue(PySequence_Fast_GET_ITEM(seq, i));
-        if (b < 0) {
-            PyMem_Free(*out);
-            *out = NULL;
-            Py_DECREF(seq);
-            return -1;
-        }
-        (*out)[i] = b != 0;
-    }
-    Py_DECREF(seq);
-    return 0;
+    return parse_list(o, n_want, sizeof **out, item_bool, (void **)out, what);
 }
 
 static PyObject *bool_list(const bool *b, int n)
