@@ -40,6 +40,7 @@ const char *oly_dtype_short_name(oly_dtype t)
 oly_status oly_dtype_from_name(const char *name, oly_dtype *out)
 {
     if (!name) return oly__error(OLY_ERR_INVALID, "dtype name: expected a string, got NULL");
+    if (!out) return oly__error(OLY_ERR_INVALID, "dtype name: out is NULL");
     for (int t = 0; t < OLY_DTYPE_COUNT; t++) {
         if (strcmp(name, infos[t].name) == 0 || strcmp(name, infos[t].short_name) == 0) {
             *out = (oly_dtype)t;

@@ -4,10 +4,11 @@
 
 oly_status oly__dims_check(const char *who, int rank, const int64_t *dims)
 {
+    /* As NumPy: the product of the nonzero dims must fit even when another dim
+     * is 0, so strides and byte offsets of empty arrays cannot overflow. */
     int64_t size = 1;
-    for (int i = 0; i < rank; i++)
-        if (dims[i] == 0) return OLY_OK;
     for (int i = 0; i < rank; i++) {
+        if (dims[i] == 0) continue;
         if (size > INT64_MAX / dims[i])
             return oly__error(OLY_ERR_INVALID, "%s: element count overflows at dimension %d", who,
                               i);
@@ -22,6 +23,7 @@ oly_status oly__dims_check(const char *who, int rank, const int64_t *dims)
 
 oly_status oly_aval_make(oly_dtype t, int rank, const int64_t *dims, oly_aval *out)
 {
+    if (!out) return oly__error(OLY_ERR_INVALID, "aval: out is NULL");
     if ((unsigned)t >= OLY_DTYPE_COUNT)
         return oly__error(OLY_ERR_TYPE, "aval: invalid dtype %d", (int)t);
     if (rank < 0 || rank > OLY_MAX_RANK)

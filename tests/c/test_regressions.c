@@ -67,7 +67,9 @@ TEST(regress_builder_rejects_oversized_aval)
     CHECK_ERR(oly_builder_add_input(b, &a, &v), OLY_ERR_INVALID, "overflows");
     a.dims[1] = 1;
     CHECK_ERR(oly_builder_add_input(b, &a, &v), OLY_ERR_INVALID, "too many");
-    a.dims[1] = 0; /* empty: any other extent is fine */
+    a.dims[1] = 0; /* empty: the other extents must still fit (as NumPy) */
+    CHECK_ERR(oly_builder_add_input(b, &a, &v), OLY_ERR_INVALID, "too many");
+    a.dims[0] = INT64_C(1) << 40;
     CHECK_OK(oly_builder_add_input(b, &a, &v));
     oly_builder_free(b);
 }
@@ -75,14 +77,13 @@ TEST(regress_builder_rejects_oversized_aval)
 /* dims[axis] summed without a check wrapped to a negative extent. */
 TEST(regress_concatenate_dims_overflow)
 {
-    int64_t half = INT64_C(1) << 62;
-    oly_array *x[2] = {tu_array(OLY_FLOAT32, 2, D(0, half), NULL),
-                       tu_array(OLY_FLOAT32, 2, D(0, half), NULL)};
+    enum { N = 16 }; /* 16 x 2**59 = 2**63 */
+    oly_array *x[N];
+    for (int i = 0; i < N; i++) x[i] = tu_array(OLY_FLOAT32, 2, D(0, INT64_C(1) << 59), NULL);
     oly_params_concatenate p = {.dimension = 1};
     oly_array *out = NULL;
-    CHECK_ERR(try_run(&oly__prim_concatenate, &p, x, 2, &out), OLY_ERR_INVALID, "overflows");
-    oly_array_release(x[0]);
-    oly_array_release(x[1]);
+    CHECK_ERR(try_run(&oly__prim_concatenate, &p, x, N, &out), OLY_ERR_INVALID, "overflows");
+    for (int i = 0; i < N; i++) oly_array_release(x[i]);
 }
 
 TEST(regress_pad_dims_overflow)
