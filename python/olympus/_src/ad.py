@@ -117,6 +117,21 @@ def _cast_to(x, aval):
     return x
 
 
+def _check_tangent_dtype(t, aval, rule_fn, name):
+    """A custom JVP rule's tangent for a float or complex primal output must
+    have the primal's dtype (a Python scalar, weakly typed, is converted)."""
+    shape, dt, _ = aval
+    if not _dt.is_inexact(np.dtype(dt)) or isinstance(t, (int, float, complex)):
+        return
+    tdt = np.dtype(t.dtype)
+    if tdt != np.dtype(dt) and not (getattr(t, "weak_type", False) and _dt.is_inexact(tdt)):
+        want = f"{np.dtype(dt).name}{list(shape)}"
+        raise TypeError(f"Custom JVP rule {_fun_name(rule_fn)} for function {name} must "
+                        "produce primal and tangent outputs with corresponding shapes and "
+                        f"dtypes. Expected {want} (tangent type of {want}) but got "
+                        f"{tdt.name}{list(t.shape)}.")
+
+
 # ------------------------------------------------------------------ vmap
 
 def _prefix_leaves(prefix, tree, what, is_axis):
@@ -402,6 +417,9 @@ def _argnums_tuple(argnums, nargs, who):
             raise TypeError(f"{who}: argnums {a} is out of bounds for a function of "
                             f"{nargs} positional arguments")
         out.append(a % nargs)
+    if len(set(out)) != len(out):
+        raise ValueError(f"{who}: argnums {nums} has duplicates (after resolving negative "
+                         f"indices: {tuple(out)}); each argument may appear once")
     return single, tuple(out)
 
 
@@ -791,6 +809,8 @@ class custom_jvp:
                                     f"container (pytree) structures, but got {pt} and {tt} "
                                     "respectively.")
                 pl = [_cast_to(v, a) for v, a in zip(pl, out_avals)]
+                for v, a in zip(tl, out_avals):
+                    _check_tangent_dtype(v, a, rule_fn, name)
                 tl = [_cast_to(v, a) for v, a in zip(tl, out_avals)]
                 return pl + tl
             prog_r, cap = _trace(flat_rule, list(avals) + list(avals))

@@ -213,6 +213,9 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
         from olympus import numpy as jnp
         idt = _dt.result_type(lower, upper)
         n = max(hi - lo, 0)
+        # Both bounds must fit the index dtype (else the index would wrap):
+        # an OverflowError, as for traced bounds.
+        jnp.asarray(hi, dtype=idt)
 
         def step(carry, _):
             i, x = carry
