@@ -1,5 +1,8 @@
-"""Defects a bad-input probe found, each failing before its fix: undefined
-behaviour on empty shapes with huge dims (F06)."""
+"""Defects a bad-input probe found and behaviours where olympus differed from
+the reference, each test failing before its fix (ids as in the hardening issue:
+F04 F06 F08 F10, debug.log)."""
+import sys
+
 import numpy as np
 import pytest
 
@@ -69,3 +72,36 @@ def test_custom_jvp_tangent_dtype_must_match():
         return g(primals[0]), 3.0
 
     assert float(olympus.jvp(g, (1.5,), (1.0,))[1]) == 3.0
+
+
+# debug.log hands its record to the logger's handlers at the default level (the
+# logger's own level does not drop it), attributed to the user's line.
+def test_debug_log_reaches_handlers_at_default_level():
+    import logging
+    import olympus
+    from olympus import debug
+
+    got = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            got.append(record)
+
+    log = logging.getLogger("olympus._src.debugging")
+    h = Keep()
+    log.addHandler(h)
+    try:
+        assert log.getEffectiveLevel() > logging.INFO      # INFO is below the default
+        debug.log("x = {}", np.float32(1.5)); line = sys._getframe().f_lineno
+
+        @olympus.jit
+        def f(x):
+            debug.log("y = {y}", y=x * 2)
+            return x
+        f(np.float32(2.0))
+    finally:
+        log.removeHandler(h)
+    assert [r.getMessage() for r in got] == ["x = 1.5", "y = 4.0"]
+    assert got[0].levelno == logging.INFO
+    assert got[0].pathname == __file__ and got[0].lineno == line
+    assert got[1].funcName == "f"

@@ -356,28 +356,44 @@ def debug_print(fmt=None, *args, ordered=False, partitioned=False, skip_format_c
 _logger = logging.getLogger("olympus._src.debugging")
 
 
-def _log_info(text):
-    _logger.info(text)  # no args: the text is not %-formatted again
+def _log_sink(site):
+    """A sink that hands an INFO record with the formatted text straight to the
+    logger's handlers (as the reference does: the logger's own level does not
+    drop it), attributed to the user's call site (file, line, function)."""
+    filename, lineno, func = site
+
+    def debug_log(text):
+        if _logger.disabled:
+            return
+        record = _logger.makeRecord(_logger.name, logging.INFO, filename, lineno, text,
+                                    None, None, func)
+        _logger.handle(record)
+    return debug_log
 
 
-_log_info.__name__ = "debug_log"
+def _call_site(depth):
+    f = sys._getframe(depth + 1)
+    return f.f_code.co_filename, f.f_lineno, f.f_code.co_name
 
 
 def debug_log(fmt=None, *args, ordered=False, partitioned=False, skip_format_check=False,
               **kwargs):
     """Like `debug_print`, but emits an INFO record on the logger
-    `olympus._src.debugging` with the formatted text."""
+    `olympus._src.debugging` with the formatted text, attributed to the line
+    that called it; the record goes to the logger's handlers whatever the
+    logger's level."""
     if fmt is None:
         if args or kwargs:
             raise TypeError("debug_log received unexpected arguments in the two-call form: "
                             f"args={args} kwargs={kwargs}")
 
         def logger(fmt, *args, **kwargs):
-            _debug_format("olympus.debug.log", _log_info, fmt, args, kwargs, ordered,
-                          skip_format_check)
+            _debug_format("olympus.debug.log", _log_sink(_call_site(1)), fmt, args, kwargs,
+                          ordered, skip_format_check)
 
         return logger
-    _debug_format("olympus.debug.log", _log_info, fmt, args, kwargs, ordered, skip_format_check)
+    _debug_format("olympus.debug.log", _log_sink(_call_site(1)), fmt, args, kwargs, ordered,
+                  skip_format_check)
     return None
 
 
