@@ -3,7 +3,8 @@
  * whole, so the backward pass recomputes it instead of saving its
  * intermediates. Callbacks inside therefore run again in the backward pass
  * (CALLBACK_SEMANTICS §1.4: "a policy that does not save the callback makes it
- * run twice").
+ * run twice"). Only debug effects may be recomputed: partial evaluation of a
+ * remat holding an io callback is an error (§1.3).
  *   batch          vmap the program, emit remat of it (outputs at axis 0).
  *   jvp            jvp the program, emit remat of it (not inline: partial
  *                  evaluation must still see one equation).
@@ -80,6 +81,16 @@ static oly_status remat_pe(oly_pe_ctx *ctx, const oly_eqn *eqn, const oly_atom *
                            const oly_atom *unknown_in, const bool *unknown, oly_atom *known_out,
                            oly_atom *unknown_out, bool *out_unknown)
 {
+    /* Only debug effects may be recomputed (as in the reference): an io
+     * callback would run again in the backward pass. */
+    uint32_t not_remat = eqn->effects & ~(uint32_t)(OLY_EFFECT_DEBUG | OLY_EFFECT_ORDERED_DEBUG);
+    if (not_remat)
+        return oly__error(OLY_ERR_UNSUPPORTED,
+                          "Effects not supported in partial-eval of `checkpoint`/`remat` "
+                          "(the checkpointed function holds %s; only debug callbacks may run "
+                          "again in the backward pass)",
+                          not_remat & (OLY_EFFECT_IO | OLY_EFFECT_ORDERED_IO) ? "an io_callback"
+                                                                               : "an effect");
     oly_program *sub = eqn->sub[0], *kp = NULL, *up = NULL;
     int n = eqn->n_in, m = eqn->n_out, n_res = 0;
     bool *ounk = oly__calloc((size_t)m + 1, sizeof *ounk);

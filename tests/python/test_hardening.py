@@ -105,3 +105,33 @@ def test_debug_log_reaches_handlers_at_default_level():
     assert got[0].levelno == logging.INFO
     assert got[0].pathname == __file__ and got[0].lineno == line
     assert got[1].funcName == "f"
+
+
+# io_callback inside checkpoint under grad raises (it used to run twice).
+@pytest.mark.parametrize("ordered", [False, True])
+def test_io_callback_in_checkpoint_under_grad_raises(ordered):
+    import olympus
+    calls = []
+
+    def host(x):
+        calls.append(float(x))
+        return np.asarray(x)
+
+    def f(x):
+        # the callback does not depend on x, so its JVP is never asked for
+        y = olympus.experimental.io_callback(host, olympus.ShapeDtypeStruct((), np.float32),
+                                             np.float32(2.0), ordered=ordered)
+        return y * jnp.sin(x)
+
+    with pytest.raises(NotImplementedError, match="Effects not supported in partial-eval of "
+                                                  "`checkpoint`/`remat`"):
+        olympus.grad(olympus.checkpoint(f))(1.0)
+    assert calls == []
+    # forward mode and the plain function are fine
+    p, t = olympus.jvp(olympus.checkpoint(f), (1.0,), (1.0,))
+    assert float(p) == pytest.approx(2 * np.sin(1.0), rel=1e-6)
+    assert float(t) == pytest.approx(2 * np.cos(1.0), rel=1e-6)
+    assert calls == [2.0]
+    # debug callbacks may still run again in the backward pass
+    assert float(olympus.grad(olympus.checkpoint(lambda x: jnp.sin(x) * 2))(1.0)) == \
+        pytest.approx(2 * np.cos(1.0), rel=1e-6)
