@@ -135,3 +135,70 @@ def test_io_callback_in_checkpoint_under_grad_raises(ordered):
     # debug callbacks may still run again in the backward pass
     assert float(olympus.grad(olympus.checkpoint(lambda x: jnp.sin(x) * 2))(1.0)) == \
         pytest.approx(2 * np.cos(1.0), rel=1e-6)
+
+
+# F07: a jitted function's cache is bounded (least recently used go first).
+def test_jit_cache_is_bounded_lru():
+    import olympus
+    before = olympus.config.olympus_jit_cache_size
+    assert before == 4096
+    olympus.config.update("olympus_jit_cache_size", 3)
+    try:
+        f = olympus.jit(lambda x, k: x * k, static_argnums=1)
+        for k in range(10):
+            assert float(f(2.0, k)) == 2.0 * k
+        assert f._cache_size() == 3 and f._trace_count == 10
+        # 7, 8, 9 are cached; keep using 7 while new values come in
+        f(1.0, 7)
+        f(1.0, 100)          # evicts 8 (7 was used since the last pass)
+        f(1.0, 7)
+        assert f._trace_count == 11
+        f(1.0, 8)            # was evicted: traced again
+        assert f._trace_count == 12
+        assert f._cache_size() == 3
+        olympus.config.update("olympus_jit_cache_size", 0)
+        f(1.0, 55)
+        f(1.0, 55)
+        assert f._trace_count == 14   # nothing kept
+        with pytest.raises(ValueError, match=">= 0"):
+            olympus.config.update("olympus_jit_cache_size", -1)
+    finally:
+        olympus.config.update("olympus_jit_cache_size", before)
+
+
+def test_jit_cache_memory_stays_flat_over_many_shapes():
+    import resource
+    import olympus
+    olympus.config.update("olympus_jit_cache_size", 64)
+    try:
+        f = olympus.jit(lambda x: jnp.sin(x) * 2 + 1)
+        for n in range(1, 200):
+            f(np.zeros(n, np.float32))
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        for n in range(200, 8200):
+            f(np.zeros(n, np.float32))
+        grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss
+        assert f._cache_size() == 64
+        assert grown_kib < 40 * 1024, grown_kib   # unbounded: about 100 MiB
+    finally:
+        olympus.config.update("olympus_jit_cache_size", 4096)
+
+
+# F09: static_argnums / static_argnames that cannot apply are errors.
+def test_static_args_out_of_range_raise():
+    import olympus
+
+    def f(x, y, *, z=1):
+        return x
+
+    with pytest.raises(ValueError, match="static_argnums contains 2.*2 positional"):
+        olympus.jit(f, static_argnums=2)
+    with pytest.raises(ValueError, match="static_argnums contains -3"):
+        olympus.jit(f, static_argnums=(-3,))
+    with pytest.raises(ValueError, match="static_argnames contains 'w'"):
+        olympus.jit(f, static_argnames="w")
+    g = olympus.jit(f, static_argnames=("z",), static_argnums=-1)   # fine
+    assert float(g(1.0, 2, z=3)) == 1.0
+    # *args / **kwargs accept anything
+    olympus.jit(lambda *a: a[0], static_argnums=5)
+    olympus.jit(lambda x, **kw: x, static_argnames="anything")

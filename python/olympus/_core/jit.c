@@ -40,7 +40,14 @@ typedef struct JitFunction {
 typedef struct cache_entry {
     oly_program *prog;      /* owned */
     PyObject *out_treedef;  /* owned */
+    bool used;              /* hit since the eviction hand last passed it */
 } cache_entry;
+
+/* Most entries a JitFunction's cache keeps (olympus_jit_cache_size); the
+ * oldest entry not used since the eviction hand last passed goes first
+ * (CLOCK, an LRU approximation whose hit costs one store). Module-wide,
+ * changed only with the GIL held. */
+static Py_ssize_t cache_capacity = 4096;
 
 typedef struct JaxprObject {
     PyObject_HEAD
@@ -68,6 +75,7 @@ static PyObject *entry_new(oly_program *prog, PyObject *out_treedef)
     if (!e) return PyErr_NoMemory();
     e->prog = oly_program_retain(prog);
     e->out_treedef = Py_NewRef(out_treedef);
+    e->used = false;
     PyObject *cap = PyCapsule_New(e, "olympus.jit_entry", entry_free);
     if (!cap) {
         oly_program_release(e->prog);
@@ -75,6 +83,29 @@ static PyObject *entry_new(oly_program *prog, PyObject *out_treedef)
         PyMem_Free(e);
     }
     return cap;
+}
+
+/* Drops entries until one more fits: from the oldest, an entry used since the
+ * last pass gets a second chance (its mark cleared, moved to the end). */
+static int cache_make_room(PyObject *cache)
+{
+    while (PyDict_GET_SIZE(cache) >= cache_capacity && PyDict_GET_SIZE(cache) > 0) {
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+        if (!PyDict_Next(cache, &pos, &k, &v)) break;
+        Py_INCREF(k);
+        Py_INCREF(v);
+        cache_entry *e = PyCapsule_GetPointer(v, "olympus.jit_entry");
+        int r = PyDict_DelItem(cache, k);
+        if (r == 0 && e && e->used && cache_capacity > 0) {
+            e->used = false;
+            r = PyDict_SetItem(cache, k, v);
+        }
+        Py_DECREF(k);
+        Py_DECREF(v);
+        if (r < 0) return -1;
+    }
+    return 0;
 }
 
 /* ---------------------------------------------------------------- Jaxpr */
@@ -530,6 +561,7 @@ static PyObject *Jit_vectorcall(PyObject *self, PyObject *const *args, size_t na
     if (cap) {
         cache_entry *e = PyCapsule_GetPointer(cap, "olympus.jit_entry");
         if (!e) goto done;
+        e->used = true;
         prog = oly_program_retain(e->prog);
         out_treedef = Py_NewRef(e->out_treedef);
     } else {
@@ -544,7 +576,8 @@ static PyObject *Jit_vectorcall(PyObject *self, PyObject *const *args, size_t na
         }
         oly_program_release(prog);
         prog = d;
-        if (PyList_GET_SIZE(captured) == 0) {
+        if (PyList_GET_SIZE(captured) == 0 && cache_capacity > 0) {
+            if (cache_make_room(f->cache) < 0) goto done;
             PyObject *entry = entry_new(prog, out_treedef);
             if (!entry) goto done;
             int r = PyDict_SetItem(f->cache, key, entry);
@@ -722,6 +755,47 @@ static int add_num(JitFunction *f, Py_ssize_t v)
     return 0;
 }
 
+/* static_argnums must index the function's positional parameters (unless it
+ * takes *args) and static_argnames must name its parameters (unless it takes
+ * **kwargs): a ValueError at jit time, as the reference does, instead of a
+ * static marker that silently never applies. */
+static int check_statics(JitFunction *f, PyObject *names, PyObject *varnames, Py_ssize_t na,
+                         Py_ssize_t n_posonly, Py_ssize_t n_kwonly, long flags)
+{
+    const long co_varargs = 0x04, co_varkeywords = 0x08;
+    const char *who = f->jaxpr_mode ? "make_jaxpr" : "jit";
+    if (!(flags & co_varargs)) {
+        for (Py_ssize_t k = 0; k < f->n_snums; k++) {
+            if (f->snums[k] >= na || f->snums[k] < -na) {
+                PyErr_Format(PyExc_ValueError,
+                             "%s: static_argnums contains %zd, but the function %R only "
+                             "accepts %zd positional arguments",
+                             who, f->snums[k], f->fun, na);
+                return -1;
+            }
+        }
+    }
+    if (flags & co_varkeywords) return 0;
+    Py_ssize_t hi = na + n_kwonly;
+    if (hi > PyTuple_GET_SIZE(varnames)) hi = PyTuple_GET_SIZE(varnames);
+    PyObject *params = PyTuple_GetSlice(varnames, n_posonly > 0 ? n_posonly : 0, hi);
+    if (!params) return -1;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(names); i++) {
+        PyObject *name = PyList_GET_ITEM(names, i);
+        int has = PySequence_Contains(params, name);
+        if (has < 0) break;
+        if (!has) {
+            PyErr_Format(PyExc_ValueError,
+                         "%s: static_argnames contains %R, which is not a parameter of %R "
+                         "(its keyword parameters are %R)",
+                         who, name, f->fun, params);
+            break;
+        }
+    }
+    Py_DECREF(params);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
 /* Static argument numbers and names, each completed from the other through
  * the function's code object when it has one. */
 static int parse_statics(JitFunction *f, PyObject *nums, PyObject *names)
@@ -775,10 +849,22 @@ static int parse_statics(JitFunction *f, PyObject *nums, PyObject *names)
         PyObject *varnames = PyObject_GetAttrString(code, "co_varnames");
         PyObject *argc = PyObject_GetAttrString(code, "co_argcount");
         PyObject *posc = PyObject_GetAttrString(code, "co_posonlyargcount");
+        PyObject *kwoc = PyObject_GetAttrString(code, "co_kwonlyargcount");
+        PyObject *flags = PyObject_GetAttrString(code, "co_flags");
         Py_DECREF(code);
-        if (varnames && argc && posc && PyTuple_Check(varnames)) {
+        if (varnames && argc && posc && kwoc && flags && PyTuple_Check(varnames)) {
             Py_ssize_t na = PyLong_AsSsize_t(argc), np_ = PyLong_AsSsize_t(posc);
             if (na > PyTuple_GET_SIZE(varnames)) na = PyTuple_GET_SIZE(varnames);
+            if (!PyMethod_Check(f->fun) &&
+                check_statics(f, nl, varnames, na, np_, PyLong_AsSsize_t(kwoc),
+                              PyLong_AsLong(flags)) < 0) {
+                Py_XDECREF(varnames);
+                Py_XDECREF(argc);
+                Py_XDECREF(posc);
+                Py_XDECREF(kwoc);
+                Py_XDECREF(flags);
+                goto fail;
+            }
             for (Py_ssize_t i = np_ > 0 ? np_ : 0; i < na; i++) {
                 PyObject *vn = PyTuple_GET_ITEM(varnames, i);
                 int in_names = PySequence_Contains(nl, vn);
@@ -793,6 +879,8 @@ static int parse_statics(JitFunction *f, PyObject *nums, PyObject *names)
         Py_XDECREF(varnames);
         Py_XDECREF(argc);
         Py_XDECREF(posc);
+        Py_XDECREF(kwoc);
+        Py_XDECREF(flags);
         if (PyErr_Occurred()) goto fail;
     }
     f->snames = PyList_AsTuple(nl);
@@ -849,7 +937,27 @@ static PyObject *py_make_jaxpr(PyObject *Py_UNUSED(m), PyObject *args, PyObject 
     return make_jit(fun, nums, NULL, true);
 }
 
+static PyObject *py_set_jit_cache_size(PyObject *Py_UNUSED(m), PyObject *arg)
+{
+    Py_ssize_t n = PyNumber_AsSsize_t(arg, PyExc_OverflowError);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    if (n < 0) {
+        PyErr_Format(PyExc_ValueError, "olympus_jit_cache_size must be >= 0, got %zd", n);
+        return NULL;
+    }
+    cache_capacity = n; /* each cache shrinks at its next insertion */
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_jit_cache_size(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
+{
+    return PyLong_FromSsize_t(cache_capacity);
+}
+
 PyMethodDef ext_jit_methods[] = {
+    {"set_jit_cache_size", py_set_jit_cache_size, METH_O,
+     "set_jit_cache_size(n): most traces each jitted function keeps (0: none)"},
+    {"jit_cache_size", py_jit_cache_size, METH_NOARGS, "the jit cache capacity"},
     {"jit", (PyCFunction)(void (*)(void))py_jit, METH_VARARGS | METH_KEYWORDS,
      "jit(fun, static_argnums=(), static_argnames=()) -> JitFunction"},
     {"make_jaxpr", (PyCFunction)(void (*)(void))py_make_jaxpr, METH_VARARGS | METH_KEYWORDS,
