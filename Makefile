@@ -8,8 +8,10 @@ WERROR    ?= $(if $(CI),-Werror,)
 WARN      := -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
              -Wno-unused-parameter $(WERROR)
 SAN       ?=
-CFLAGS    := -std=c11 $(OPT) -g -fPIC -D_GNU_SOURCE $(WARN) $(SAN) -Iinclude -Isrc \
-             -I/usr/include/x86_64-linux-gnu/openblas-pthread
+BASE_CFLAGS := -std=c11 $(OPT) -g -fPIC -fvisibility=hidden -D_GNU_SOURCE $(WARN) $(SAN) -Iinclude
+# The library and its C tests see the internal headers; the extension and the
+# examples see only the public header.
+CFLAGS    := $(BASE_CFLAGS) -Isrc -I/usr/include/x86_64-linux-gnu/openblas-pthread
 LDLIBS    := -lsleef -lopenblas -lm -lpthread
 
 LIB_SRC   := $(sort $(wildcard src/*/*.c))
@@ -28,7 +30,7 @@ INPLACE_EXT := python/olympus/_core$(EXT_SUFFIX)
 HEADERS   := include/olympus.h src/internal.h $(wildcard src/*/*.h src/prims/prims.def) \
              $(wildcard python/olympus/_core/*.h)
 
-.PHONY: all deps test test-c test-python demo asan tsan clean bench examples-c
+.PHONY: all deps test test-c test-python check-layers demo asan tsan clean bench examples-c
 all: $(BUILD)/libolympus.a $(BUILD)/libolympus.so $(EXT) $(C_EXAMPLES) \
      $(if $(filter build,$(BUILD)),$(INPLACE_EXT))
 
@@ -46,7 +48,7 @@ $(BUILD)/%.o: %.c $(HEADERS)
 
 $(BUILD)/python/olympus/_core/%.o: python/olympus/_core/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -I$(PY_INC) -I$(NP_INC) -Ipython/olympus/_core -c $< -o $@
+	$(CC) $(BASE_CFLAGS) -I$(PY_INC) -I$(NP_INC) -Ipython/olympus/_core -c $< -o $@
 
 $(BUILD)/libolympus.a: $(LIB_OBJ)
 	@rm -f $@
@@ -55,15 +57,17 @@ $(BUILD)/libolympus.a: $(LIB_OBJ)
 $(BUILD)/libolympus.so: $(LIB_OBJ)
 	$(CC) -shared $(SAN) -o $@ $^ $(LDLIBS)
 
+# --exclude-libs: the library's public names stay inside the extension, which
+# exports only PyInit__core.
 $(EXT): $(EXT_OBJ) $(BUILD)/libolympus.a
-	$(CC) -shared $(SAN) -o $@ $(EXT_OBJ) $(BUILD)/libolympus.a $(LDLIBS)
+	$(CC) -shared $(SAN) -Wl,--exclude-libs,ALL -o $@ $(EXT_OBJ) $(BUILD)/libolympus.a $(LDLIBS)
 
 $(BUILD)/test_c: $(TEST_OBJ) $(BUILD)/libolympus.a
 	$(CC) $(SAN) -o $@ $(TEST_OBJ) $(BUILD)/libolympus.a $(LDLIBS)
 
 $(BUILD)/examples/%: examples/c/%.c $(BUILD)/libolympus.a include/olympus.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libolympus.a $(LDLIBS)
+	$(CC) $(BASE_CFLAGS) -o $@ $< $(BUILD)/libolympus.a $(LDLIBS)
 
 test-c: $(BUILD)/test_c $(C_EXAMPLES)
 	$(BUILD)/test_c
@@ -71,8 +75,14 @@ test-c: $(BUILD)/test_c $(C_EXAMPLES)
 test-python: $(EXT)
 	cd tests/python && PYTHONPATH=$(CURDIR)/python OLYMPUS_EXT_DIR=$(CURDIR)/$(BUILD) $(PY) -m pytest -q -p no:cacheprovider .
 
+# The layer arrows and the exported names, read from the built objects
+# (scripts/check_layers.py says which arrows are allowed).
+check-layers: all
+	$(PY) scripts/check_layers.py $(BUILD) include/olympus.h $(BUILD)/libolympus.so $(EXT)
+
 test: deps
 	$(MAKE) all
+	$(MAKE) check-layers
 	$(MAKE) test-c
 	$(MAKE) test-python
 	PYTHONPATH=$(CURDIR)/python OLYMPUS_EXT_DIR=$(CURDIR)/$(BUILD) $(PY) examples/external_callbacks.py > /dev/null
@@ -86,7 +96,7 @@ demo: deps
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 asan: deps
 	$(MAKE) BUILD=build-asan SAN="$(ASAN_FLAGS)" OPT=-O1 all build-asan/test_c
-	ASAN_OPTIONS=detect_leaks=1 build-asan/test_c
+	OLYMPUS_FAULTS=full ASAN_OPTIONS=detect_leaks=1 build-asan/test_c
 	cd tests/python && PYTHONPATH=$(CURDIR)/python \
 	  LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 	  ASAN_OPTIONS=detect_leaks=0 OLYMPUS_EXT_DIR=$(CURDIR)/build-asan \

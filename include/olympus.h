@@ -22,6 +22,14 @@
 extern "C" {
 #endif
 
+/* Marks the public API: the library is built with hidden visibility, so these
+ * names are all that libolympus.so exports (make check-layers verifies it). */
+#if defined(__GNUC__)
+#define OLY_API __attribute__((visibility("default")))
+#else
+#define OLY_API
+#endif
+
 #define OLY_MAX_RANK 16
 
 /* ---------------------------------------------------------------- status */
@@ -40,14 +48,23 @@ typedef enum oly_status {
 
 /* The message of the last failure on this thread ("" if none). Borrowed; valid
  * until the next failing call on this thread. */
-const char *oly_last_error(void);
-const char *oly_status_name(oly_status s);
+OLY_API const char *oly_last_error(void);
+OLY_API const char *oly_status_name(oly_status s);
 /* Attach an opaque payload (e.g. a host-language exception) to the current
  * error; free_fn releases it if nobody takes it. Replaces an earlier payload. */
-void oly_error_set_payload(void *payload, void (*free_fn)(void *));
+OLY_API void oly_error_set_payload(void *payload, void (*free_fn)(void *));
 /* Take ownership of this thread's payload (NULL if none) and its destructor. */
-void *oly_error_take_payload(void (**free_fn)(void *));
-void oly_error_clear(void);
+OLY_API void *oly_error_take_payload(void (**free_fn)(void *));
+OLY_API void oly_error_clear(void);
+
+/* Fault injection, for tests: the allocation n+1 from now (n = 0: the next
+ * one), counting every allocation of the library on any thread, fails as if
+ * memory were exhausted; the ones after it succeed. n < 0 disarms. */
+OLY_API void oly_fault_inject_alloc(long n);
+/* Allocations left before the injected failure (negative: disarmed or spent).
+ * Arming with a large n, running a workload and reading this back counts the
+ * workload's allocations. */
+OLY_API long oly_fault_inject_left(void);
 
 /* ---------------------------------------------------------------- dtypes */
 
@@ -60,32 +77,32 @@ typedef enum oly_dtype {
     OLY_DTYPE_COUNT
 } oly_dtype;
 
-size_t oly_dtype_size(oly_dtype t);
-const char *oly_dtype_name(oly_dtype t);       /* NumPy name: "float32", "bool" */
-const char *oly_dtype_short_name(oly_dtype t); /* printer name: "f32", "bool", "bf16", "c64" */
-oly_status oly_dtype_from_name(const char *name, oly_dtype *out); /* accepts both forms */
-bool oly_dtype_is_bool(oly_dtype t);
-bool oly_dtype_is_signed_int(oly_dtype t);
-bool oly_dtype_is_unsigned_int(oly_dtype t);
-bool oly_dtype_is_int(oly_dtype t);     /* signed or unsigned */
-bool oly_dtype_is_float(oly_dtype t);   /* f16 bf16 f32 f64 */
-bool oly_dtype_is_complex(oly_dtype t);
-bool oly_dtype_is_inexact(oly_dtype t); /* float or complex */
+OLY_API size_t oly_dtype_size(oly_dtype t);
+OLY_API const char *oly_dtype_name(oly_dtype t);       /* NumPy name: "float32", "bool" */
+OLY_API const char *oly_dtype_short_name(oly_dtype t); /* printer name: "f32", "bool", "bf16", "c64" */
+OLY_API oly_status oly_dtype_from_name(const char *name, oly_dtype *out); /* accepts both forms */
+OLY_API bool oly_dtype_is_bool(oly_dtype t);
+OLY_API bool oly_dtype_is_signed_int(oly_dtype t);
+OLY_API bool oly_dtype_is_unsigned_int(oly_dtype t);
+OLY_API bool oly_dtype_is_int(oly_dtype t);     /* signed or unsigned */
+OLY_API bool oly_dtype_is_float(oly_dtype t);   /* f16 bf16 f32 f64 */
+OLY_API bool oly_dtype_is_complex(oly_dtype t);
+OLY_API bool oly_dtype_is_inexact(oly_dtype t); /* float or complex */
 
 /* The x64 switch: off (default) means 64-bit types canonicalize to 32-bit ones
  * and the default float/int are float32/int32. Initialised from
  * OLYMPUS_ENABLE_X64. Process-wide. */
-void oly_set_x64(bool on);
-bool oly_x64_enabled(void);
-oly_dtype oly_dtype_canonicalize(oly_dtype t); /* x64 off: i64->i32 u64->u32 f64->f32 c128->c64 */
-oly_dtype oly_default_float(void);
-oly_dtype oly_default_int(void);
+OLY_API void oly_set_x64(bool on);
+OLY_API bool oly_x64_enabled(void);
+OLY_API oly_dtype oly_dtype_canonicalize(oly_dtype t); /* x64 off: i64->i32 u64->u32 f64->f32 c128->c64 */
+OLY_API oly_dtype oly_default_float(void);
+OLY_API oly_dtype oly_default_int(void);
 /* JAX's type promotion lattice with weak types (Python scalars are weak):
  * a weak operand adopts the other's dtype within its kind; bool < int < float < complex.
  * *weak_out (as jnp.result_type) is true when both are weak, or when one is
  * weak and the join is a weak node (i32 + weak f -> weak f32); never for bool.
  * Result is canonicalized. */
-oly_dtype oly_dtype_promote(oly_dtype a, bool weak_a, oly_dtype b, bool weak_b, bool *weak_out);
+OLY_API oly_dtype oly_dtype_promote(oly_dtype a, bool weak_a, oly_dtype b, bool weak_b, bool *weak_out);
 
 /* ---------------------------------------------------------------- avals */
 
@@ -99,12 +116,12 @@ typedef struct oly_aval {
 } oly_aval;
 
 /* Fills *out; fails on rank > OLY_MAX_RANK or a negative dim. */
-oly_status oly_aval_make(oly_dtype t, int rank, const int64_t *dims, oly_aval *out);
-int64_t oly_aval_size(const oly_aval *a);   /* element count (1 for rank 0) */
-size_t oly_aval_nbytes(const oly_aval *a);
-bool oly_aval_equal(const oly_aval *a, const oly_aval *b); /* dtype and shape; ignores weak */
+OLY_API oly_status oly_aval_make(oly_dtype t, int rank, const int64_t *dims, oly_aval *out);
+OLY_API int64_t oly_aval_size(const oly_aval *a);   /* element count (1 for rank 0) */
+OLY_API size_t oly_aval_nbytes(const oly_aval *a);
+OLY_API bool oly_aval_equal(const oly_aval *a, const oly_aval *b); /* dtype and shape; ignores weak */
 /* "f32[5,3]" (the printer's form). Returns the length it wanted, like snprintf. */
-int oly_aval_format(char *buf, size_t n, const oly_aval *a);
+OLY_API int oly_aval_format(char *buf, size_t n, const oly_aval *a);
 
 /* A scalar value of some dtype, used for literals. Stored widened:
  * bool/ints in i (or u for unsigned), floats in f, complex in re/im. */
@@ -120,9 +137,9 @@ typedef struct oly_scalar {
 } oly_scalar;
 
 /* Write the scalar converted to dtype t into dst (oly_dtype_size(t) bytes). */
-void oly_scalar_store(const oly_scalar *s, oly_dtype t, void *dst);
+OLY_API void oly_scalar_store(const oly_scalar *s, oly_dtype t, void *dst);
 /* Read one element of dtype t at src. */
-oly_scalar oly_scalar_load(oly_dtype t, const void *src);
+OLY_API oly_scalar oly_scalar_load(oly_dtype t, const void *src);
 
 /* ---------------------------------------------------------------- arrays */
 
@@ -130,30 +147,30 @@ oly_scalar oly_scalar_load(oly_dtype t, const void *src);
 typedef struct oly_array oly_array;
 
 /* New zero-filled array. */
-oly_status oly_array_new(const oly_aval *aval, oly_array **out);
+OLY_API oly_status oly_array_new(const oly_aval *aval, oly_array **out);
 /* New array holding a copy of nbytes at data. */
-oly_status oly_array_from_data(const oly_aval *aval, const void *data, oly_array **out);
+OLY_API oly_status oly_array_from_data(const oly_aval *aval, const void *data, oly_array **out);
 /* Zero-copy view of caller memory; release(owner) is called when the last
  * reference goes (release may be NULL). The memory must stay valid and unchanged. */
-oly_status oly_array_wrap(const oly_aval *aval, void *data, void (*release)(void *owner),
+OLY_API oly_status oly_array_wrap(const oly_aval *aval, void *data, void (*release)(void *owner),
                           void *owner, oly_array **out);
 /* Same buffer, another aval of equal byte size (reshape, bitcast-free views). */
-oly_status oly_array_view(oly_array *a, const oly_aval *aval, oly_array **out);
-oly_array *oly_array_retain(oly_array *a);
-void oly_array_release(oly_array *a); /* accepts NULL */
-const oly_aval *oly_array_aval(const oly_array *a);
-const void *oly_array_data(const oly_array *a);
+OLY_API oly_status oly_array_view(oly_array *a, const oly_aval *aval, oly_array **out);
+OLY_API oly_array *oly_array_retain(oly_array *a);
+OLY_API void oly_array_release(oly_array *a); /* accepts NULL */
+OLY_API const oly_aval *oly_array_aval(const oly_array *a);
+OLY_API const void *oly_array_data(const oly_array *a);
 /* Writable pointer: only for the creator of a fresh array before sharing it. */
-void *oly_array_mutable_data(oly_array *a);
-int oly_array_device(const oly_array *a);
+OLY_API void *oly_array_mutable_data(oly_array *a);
+OLY_API int oly_array_device(const oly_array *a);
 /* Wait until the array's producer finished; reports that producer's failure. */
-oly_status oly_array_wait(oly_array *a);
+OLY_API oly_status oly_array_wait(oly_array *a);
 
 /* ---------------------------------------------------------------- devices */
 
 /* OLYMPUS_NUM_CPU_DEVICES (default 1) CPU devices, numbered from 0. */
-int oly_device_count(void);
-const char *oly_device_kind(int device); /* "cpu" */
+OLY_API int oly_device_count(void);
+OLY_API const char *oly_device_kind(int device); /* "cpu" */
 
 /* ---------------------------------------------------------------- host functions */
 
@@ -182,14 +199,14 @@ typedef struct oly_host_fn oly_host_fn;
 
 /* A refcounted host function. name is copied. release(user) runs when the last
  * reference goes (from any thread; may be NULL). */
-oly_status oly_host_fn_new(const char *name, oly_host_call_fn call, void *user,
+OLY_API oly_status oly_host_fn_new(const char *name, oly_host_call_fn call, void *user,
                            void (*release)(void *user), oly_host_fn **out);
-oly_host_fn *oly_host_fn_retain(oly_host_fn *f);
-void oly_host_fn_release(oly_host_fn *f);
-const char *oly_host_fn_name(const oly_host_fn *f);
-void *oly_host_fn_user(const oly_host_fn *f);
+OLY_API oly_host_fn *oly_host_fn_retain(oly_host_fn *f);
+OLY_API void oly_host_fn_release(oly_host_fn *f);
+OLY_API const char *oly_host_fn_name(const oly_host_fn *f);
+OLY_API void *oly_host_fn_user(const oly_host_fn *f);
 /* For a host function to report failure: sets the message and returns status. */
-oly_status oly_host_fail(oly_status status, const char *fmt, ...)
+OLY_API oly_status oly_host_fail(oly_status status, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
@@ -338,15 +355,15 @@ typedef oly_status (*oly_thunk_trace_fn)(void *user, int n_in, const oly_aval *i
 
 /* A new thunk (refcount 1). name is copied (printed in programs). release(user)
  * runs when the last reference goes (may be NULL). */
-oly_status oly_thunk_new(const char *name, oly_thunk_trace_fn trace, void *user,
+OLY_API oly_status oly_thunk_new(const char *name, oly_thunk_trace_fn trace, void *user,
                          void (*release)(void *user), oly_thunk **out);
-oly_thunk *oly_thunk_retain(oly_thunk *t);
-void oly_thunk_release(oly_thunk *t); /* accepts NULL */
-const char *oly_thunk_name(const oly_thunk *t);
-void *oly_thunk_user(const oly_thunk *t);
+OLY_API oly_thunk *oly_thunk_retain(oly_thunk *t);
+OLY_API void oly_thunk_release(oly_thunk *t); /* accepts NULL */
+OLY_API const char *oly_thunk_name(const oly_thunk *t);
+OLY_API void *oly_thunk_user(const oly_thunk *t);
 /* Calls t's trace function; *out is a new reference. Fails if the function
  * fails or returns no program. */
-oly_status oly_thunk_trace(oly_thunk *t, int n_in, const oly_aval *in_avals, const bool *nz,
+OLY_API oly_status oly_thunk_trace(oly_thunk *t, int n_in, const oly_aval *in_avals, const bool *nz,
                            struct oly_program **out);
 
 /* custom_jvp_call: runs sub[0]; jvp traces the thunk. n_out (hidden) must
@@ -381,14 +398,14 @@ typedef struct oly_params_custom_lin {
 typedef struct oly_prim oly_prim;
 
 /* The row registered under name, or NULL. */
-const oly_prim *oly_prim_lookup(const char *name);
-const char *oly_prim_name(const oly_prim *p);
+OLY_API const oly_prim *oly_prim_lookup(const char *name);
+OLY_API const char *oly_prim_name(const oly_prim *p);
 /* The field table of p's params (n_fields may be 0) and the params struct size. */
-const oly_param_field *oly_prim_fields(const oly_prim *p, int *n_fields, size_t *params_size);
+OLY_API const oly_param_field *oly_prim_fields(const oly_prim *p, int *n_fields, size_t *params_size);
 /* Number of outputs an equation of p with these params and n_in inputs has. */
-int oly_prim_num_outputs(const oly_prim *p, const void *params, int n_in);
+OLY_API int oly_prim_num_outputs(const oly_prim *p, const void *params, int n_in);
 /* Calls fn on every registered primitive, in registry order. */
-void oly_prim_foreach(void (*fn)(const oly_prim *p, void *ctx), void *ctx);
+OLY_API void oly_prim_foreach(void (*fn)(const oly_prim *p, void *ctx), void *ctx);
 
 /* ---------------------------------------------------------------- programs */
 
@@ -404,43 +421,48 @@ typedef struct oly_atom {
     oly_scalar lit;  /* when kind == OLY_ATOM_LIT: a rank-0 value of lit.dtype */
 } oly_atom;
 
-oly_atom oly_atom_var(oly_var *v);
-oly_atom oly_atom_lit(oly_scalar s);
-const oly_aval *oly_var_aval(const oly_var *v);
+OLY_API oly_atom oly_atom_var(oly_var *v);
+OLY_API oly_atom oly_atom_lit(oly_scalar s);
+OLY_API const oly_aval *oly_var_aval(const oly_var *v);
 
 /* A builder records inputs, constants and equations; finish makes the program. */
-oly_status oly_builder_new(oly_builder **out);
-void oly_builder_free(oly_builder *b); /* accepts NULL */
-oly_status oly_builder_add_input(oly_builder *b, const oly_aval *aval, oly_var **out);
+OLY_API oly_status oly_builder_new(oly_builder **out);
+OLY_API void oly_builder_free(oly_builder *b); /* accepts NULL */
+OLY_API oly_status oly_builder_add_input(oly_builder *b, const oly_aval *aval, oly_var **out);
 /* A constant input; the builder retains value. */
-oly_status oly_builder_add_const(oly_builder *b, oly_array *value, oly_var **out);
+OLY_API oly_status oly_builder_add_const(oly_builder *b, oly_array *value, oly_var **out);
 /* Append one equation: runs p's shape rule (its errors are the user's errors),
  * copies params (may be NULL when p has none) and retains subs. outs receives
  * up to max_out output vars; *n_out (may be NULL) their number. */
-oly_status oly_builder_append(oly_builder *b, const oly_prim *p, const oly_atom *in, int n_in,
+OLY_API oly_status oly_builder_append(oly_builder *b, const oly_prim *p, const oly_atom *in, int n_in,
                               const void *params, oly_program *const *subs, int n_sub,
                               oly_var **outs, int max_out, int *n_out);
 /* Make the program with these outputs. The builder stays usable only for
  * oly_builder_free. Runs the verifier. */
-oly_status oly_builder_finish(oly_builder *b, const oly_atom *outs, int n_out, oly_program **out);
+/* Appends p's equations to b with p's inputs bound to in (p's input count of
+ * atoms of b); out receives p's outputs (p's output count). p's constants
+ * become constants of b. Fails like oly_builder_append. */
+OLY_API oly_status oly_builder_inline(oly_builder *b, oly_program *p, const oly_atom *in,
+                                      oly_atom *out);
+OLY_API oly_status oly_builder_finish(oly_builder *b, const oly_atom *outs, int n_out, oly_program **out);
 
-oly_program *oly_program_retain(oly_program *p);
-void oly_program_release(oly_program *p); /* accepts NULL */
-int oly_program_num_inputs(const oly_program *p);
-int oly_program_num_outputs(const oly_program *p);
-int oly_program_num_eqns(const oly_program *p);
-const oly_aval *oly_program_input_aval(const oly_program *p, int i);
-const oly_aval *oly_program_output_aval(const oly_program *p, int i);
-uint32_t oly_program_effects(const oly_program *p);
+OLY_API oly_program *oly_program_retain(oly_program *p);
+OLY_API void oly_program_release(oly_program *p); /* accepts NULL */
+OLY_API int oly_program_num_inputs(const oly_program *p);
+OLY_API int oly_program_num_outputs(const oly_program *p);
+OLY_API int oly_program_num_eqns(const oly_program *p);
+OLY_API const oly_aval *oly_program_input_aval(const oly_program *p, int i);
+OLY_API const oly_aval *oly_program_output_aval(const oly_program *p, int i);
+OLY_API uint32_t oly_program_effects(const oly_program *p);
 /* Checks types, scoping (every use defined before), arities and effects. */
-oly_status oly_program_verify(const oly_program *p);
+OLY_API oly_status oly_program_verify(const oly_program *p);
 /* The text form, e.g. "{ lambda ; a:f32[5]. let b:f32[5] = sin a in (b,) }".
  * *out is malloc'd; the caller frees it. */
-oly_status oly_program_print(const oly_program *p, char **out);
+OLY_API oly_status oly_program_print(const oly_program *p, char **out);
 
 /* Dead-code elimination: drops effect-free equations whose outputs are unused
  * (recursively in nested programs). *out is a new program (or p retained). */
-oly_status oly_program_dce(oly_program *p, oly_program **out);
+OLY_API oly_status oly_program_dce(oly_program *p, oly_program **out);
 
 /* ---------------------------------------------------------------- transforms
  * Program -> program; nothing runs. Each fails with a message naming the
@@ -450,7 +472,7 @@ oly_status oly_program_dce(oly_program *p, oly_program **out);
  * new program carries the batch axis, or -1 when it is not batched. out_axes[j]:
  * where output j carries it, or -1 for an output that must not depend on the
  * batch (an error if it does). */
-oly_status oly_program_vmap(oly_program *p, const int *in_axes, int64_t axis_size,
+OLY_API oly_status oly_program_vmap(oly_program *p, const int *in_axes, int64_t axis_size,
                             const int *out_axes, oly_program **out);
 /* Forward mode. nz_in[i]: input i has a nonzero tangent. The new program takes
  * (primals..., tangents of the nz inputs...) and returns (primal outputs...,
@@ -458,31 +480,31 @@ oly_status oly_program_vmap(oly_program *p, const int *in_axes, int64_t axis_siz
  * have zero tangents: an nz input of such a dtype still gets its tangent input
  * (the primal's aval; the value is ignored), and such outputs get nz_out false.
  * Tangents have their primal's aval. nz_out has p's output count. */
-oly_status oly_program_jvp(oly_program *p, const bool *nz_in, oly_program **out, bool *nz_out);
+OLY_API oly_status oly_program_jvp(oly_program *p, const bool *nz_in, oly_program **out, bool *nz_out);
 /* jvp + partial evaluation. *primal: primals -> (outputs..., residuals...);
  * *linear: (residuals..., tangents of nz inputs...) -> tangents of nz outputs. */
-oly_status oly_program_linearize(oly_program *p, const bool *nz_in, oly_program **primal,
+OLY_API oly_status oly_program_linearize(oly_program *p, const bool *nz_in, oly_program **primal,
                                  oly_program **linear, int *n_res, bool *nz_out);
 /* linear: (n_res residuals..., linear inputs...) -> outputs, linear in the
  * linear inputs. *out: (residuals..., cotangents of the outputs...) ->
  * cotangents of the linear inputs (zeros materialised). */
-oly_status oly_program_transpose(oly_program *linear, int n_res, oly_program **out);
+OLY_API oly_status oly_program_transpose(oly_program *linear, int n_res, oly_program **out);
 
 /* ---------------------------------------------------------------- execution */
 
 /* Runs p on device: compiles on first use (the executable is cached in p).
  * inputs must match the input avals; outputs receives n_out new references. */
-oly_status oly_program_run(oly_program *p, int device, oly_array *const *inputs, int n_in,
+OLY_API oly_status oly_program_run(oly_program *p, int device, oly_array *const *inputs, int n_in,
                            oly_array **outputs, int n_out);
 
 /* Applies one primitive eagerly to concrete arrays through a cached one-equation
  * program (cache keyed by primitive, params and input avals). */
-oly_status oly_apply(const oly_prim *p, const void *params, oly_array *const *inputs, int n_in,
+OLY_API oly_status oly_apply(const oly_prim *p, const void *params, oly_array *const *inputs, int n_in,
                      oly_array **outputs, int max_out, int *n_out);
 
 /* Waits until every effect issued so far has run (execution is synchronous
  * today, so this only reports nothing pending). */
-oly_status oly_effects_barrier(void);
+OLY_API oly_status oly_effects_barrier(void);
 
 #ifdef __cplusplus
 }

@@ -21,6 +21,9 @@ oly_status oly__error(oly_status status, const char *fmt, ...)
 #endif
     ;
 oly_status oly__verror(oly_status status, const char *fmt, va_list ap);
+/* How many messages this thread has written: a caller compares it before and
+ * after a call into host code to know whether the failure left a message. */
+unsigned long oly__error_serial(void);
 /* Prefix the current message with "prefix: " (keeps status). */
 oly_status oly__error_prefix(oly_status status, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -45,12 +48,17 @@ oly_status oly__error_prefix(oly_status status, const char *fmt, ...)
 
 #define OLY_ARRAY_LEN(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-/* malloc/calloc/realloc that report OLY_ERR_NOMEM through the message buffer
- * when they return NULL (the caller still checks). */
+/* The allocation funnel (src/core/alloc.c): every allocation of the library
+ * goes through these. They report OLY_ERR_NOMEM through the message buffer
+ * when they return NULL (the caller still checks), and fail on purpose when
+ * fault injection is armed (oly_fault_inject_alloc). */
 void *oly__malloc(size_t n);
 void *oly__calloc(size_t n, size_t size);
 void *oly__realloc(void *p, size_t n);
 char *oly__strdup(const char *s);
+/* n bytes aligned to align (a power of two); the size is rounded up to a
+ * multiple of align. Freed with free(). */
+void *oly__aligned_alloc(size_t align, size_t n);
 
 /* ---------------------------------------------------------------- arena */
 
@@ -91,6 +99,20 @@ struct oly_host_fn {
 
 /* ---------------------------------------------------------------- IR */
 
+/* What a backend caches on a program (the CPU executor: its executable). The
+ * program owns it and calls free when the program goes; ir knows nothing else
+ * about it, so the cache does not make ir depend on the backend. A backend
+ * embeds this as the first member of its own struct. */
+typedef struct oly_program_cache oly_program_cache;
+struct oly_program_cache {
+    void (*free)(oly_program_cache *self);
+};
+/* p's cache, or NULL (acquire). */
+oly_program_cache *oly__program_cache(const oly_program *p);
+/* Installs c unless a cache is there already; returns the installed one: c,
+ * or the earlier one, in which case the caller still owns c. */
+oly_program_cache *oly__program_cache_install(oly_program *p, oly_program_cache *c);
+
 struct oly_var {
     uint32_t id;                /* dense within its program: 0 .. n_vars-1 */
     oly_aval aval;
@@ -118,7 +140,8 @@ struct oly_program {
     oly_eqn *eqn;
     oly_atom *out;
     uint32_t effects;           /* union over eqns */
-    _Atomic(void *) exe;        /* owned: the cached CPU executable (exec/cpu) */
+    _Atomic(oly_program_cache *) cache; /* owned: what a backend keeps for this
+                                           program (exec: its executable), or NULL */
     oly_aval *out_aval;         /* arena: the n_out output avals (literals too); NULL in
                                    hand-built programs */
 };
@@ -145,7 +168,36 @@ typedef struct oly_shape_ctx {
  * primitive, what was expected and what was seen. */
 typedef oly_status (*oly_shape_rule)(const oly_shape_ctx *ctx, oly_aval *out);
 
-typedef struct oly_run oly_run; /* one execution of a program (exec/) */
+/* One execution of a program; nested runs point at their parent. Kernels
+ * read the device here; exec/ owns the rest of the run state. */
+typedef struct oly_run oly_run;
+struct oly_run {
+    const oly_run *parent;      /* borrowed; NULL at top level */
+    int device;
+    int depth;                  /* nesting depth on this thread, 1 at top level */
+};
+
+/* A nested program made ready for many runs (loop bodies); opaque to kernels. */
+struct oly_exe;
+typedef struct oly_exec_prep {
+    const struct oly_exe *exe;
+    void *rs;                   /* exec's run state; NULL when not prepared */
+} oly_exec_prep;
+
+/* What a kernel may ask of the executor running it (exec/ fills this in), so
+ * kernels holding programs (pjit, control flow, custom rules) run them without
+ * knowing the executor:
+ *   run            runs p once, nested in run, on run's device; in/out are
+ *                  raw buffers of p's input/output avals.
+ *   prepare        makes p ready for many runs nested in run (one thread,
+ *                  inside the kernel); prepared_run runs it; prepared_done
+ *                  gives it back (harmless on a zeroed or failed prep). */
+typedef struct oly_exec_ops {
+    oly_status (*run)(oly_run *run, oly_program *p, const void *const *in, void *const *out);
+    oly_status (*prepare)(const oly_run *run, oly_program *p, oly_exec_prep *out);
+    oly_status (*prepared_run)(const oly_exec_prep *pr, const void *const *in, void *const *out);
+    void (*prepared_done)(oly_exec_prep *pr);
+} oly_exec_ops;
 
 /* What a CPU kernel sees: dense C-order buffers. ith/nth split the work
  * between threads (nth == 1 today). Literal inputs arrive as 0-d buffers. */
@@ -159,7 +211,8 @@ typedef struct oly_kernel_ctx {
     void *const *out;
     const oly_aval *out_aval;
     int ith, nth;
-    oly_run *run;
+    oly_run *run;               /* NULL when called outside a run (tests) */
+    const oly_exec_ops *exec;   /* the executor's services; NULL outside a run */
     /* The inputs as arrays, only for rows with wants_arrays (callbacks): the
      * host function may retain them. NULL otherwise. */
     oly_array *const *in_array;
@@ -259,6 +312,10 @@ bool oly__param_print_field(const oly_param_field *f, const void *params, oly_st
  * digits that round-trip at float32 precision. */
 void oly__format_float(char *buf, size_t n, double x, bool single);
 
+/* OLYMPUS_NUM_CPU_DEVICES's value as a device count: 1 when s is NULL, empty
+ * or not an integer in [1, 1024] (src/core/device.c). */
+int oly__parse_device_count(const char *s);
+
 /* ---------------------------------------------------------------- shared helpers */
 
 /* Row-major strides in elements. */
@@ -275,15 +332,9 @@ uint16_t oly__float_to_bf16(float f);
 
 /* ---------------------------------------------------------------- execution */
 
-/* Runs p with raw input and output buffers (outputs preallocated by the
- * caller with p's output avals). Used by oly_program_run and by kernels of
- * primitives holding nested programs. run may be NULL at top level. */
-oly_status oly__exec_run_raw(oly_run *run, oly_program *p, int device, const void *const *in,
-                             void *const *out);
-/* The device of a run. */
-int oly__run_device(const oly_run *run);
-/* Frees a program's cached executable (called by oly_program_release). */
-void oly__exec_free(void *exe);
+/* The executor's services as kernels see them (src/exec/run.c); tests that
+ * call kernels directly hand this to them. */
+const oly_exec_ops *oly__exec_ops(void);
 
 /* ---------------------------------------------------------------- primitive helpers */
 

@@ -1,26 +1,54 @@
-/* alloc.c — checked allocation, the arena that owns a program's IR, and the
- * growable string used by the printer. */
+/* alloc.c — the allocation funnel (every allocation of the library goes
+ * through oly__malloc/calloc/realloc/aligned_alloc, which report OLY_ERR_NOMEM
+ * and can be told to fail for tests: oly_fault_inject_alloc), the arena that
+ * owns a program's IR, and the growable string used by the printer. */
 #include "internal.h"
+
+/* Fault injection: disarmed below 0; armed, it counts allocations down and
+ * fails the one that finds it at 0 (every later one succeeds). One relaxed
+ * load on the fast path. */
+static _Atomic long inject = -1;
+
+void oly_fault_inject_alloc(long n) { atomic_store(&inject, n < 0 ? -1 : n); }
+
+long oly_fault_inject_left(void) { return atomic_load(&inject); }
+
+static bool inject_fail(void)
+{
+    if (atomic_load_explicit(&inject, memory_order_relaxed) < 0) return false;
+    long left = atomic_fetch_sub(&inject, 1);
+    if (left == 0) return true;
+    if (left < 0) atomic_store(&inject, -1); /* raced past the failure: disarm */
+    return false;
+}
 
 void *oly__malloc(size_t n)
 {
-    void *p = malloc(n ? n : 1);
+    void *p = inject_fail() ? NULL : malloc(n ? n : 1);
     if (!p) oly__error(OLY_ERR_NOMEM, "out of memory allocating %zu bytes", n);
     return p;
 }
 
 void *oly__calloc(size_t n, size_t size)
 {
-    void *p = calloc(n ? n : 1, size ? size : 1);
+    void *p = inject_fail() ? NULL : calloc(n ? n : 1, size ? size : 1);
     if (!p) oly__error(OLY_ERR_NOMEM, "out of memory allocating %zu x %zu bytes", n, size);
     return p;
 }
 
 void *oly__realloc(void *p, size_t n)
 {
-    void *q = realloc(p, n ? n : 1);
+    void *q = inject_fail() ? NULL : realloc(p, n ? n : 1);
     if (!q) oly__error(OLY_ERR_NOMEM, "out of memory reallocating %zu bytes", n);
     return q;
+}
+
+void *oly__aligned_alloc(size_t align, size_t n)
+{
+    size_t cap = (n + align - 1) / align * align;
+    void *p = cap < n || inject_fail() ? NULL : aligned_alloc(align, cap ? cap : align);
+    if (!p) oly__error(OLY_ERR_NOMEM, "out of memory allocating %zu bytes", n);
+    return p;
 }
 
 char *oly__strdup(const char *s)
@@ -90,7 +118,7 @@ static void sb_reserve(oly_strbuf *sb, size_t extra)
     if (sb->failed || sb->len + extra + 1 <= sb->cap) return;
     size_t cap = sb->cap ? sb->cap : 256;
     while (cap < sb->len + extra + 1) cap *= 2;
-    char *d = realloc(sb->data, cap);
+    char *d = oly__realloc(sb->data, cap);
     if (!d) {
         sb->failed = true;
         return;

@@ -55,7 +55,7 @@ static oly_buffer *buffer_alloc(size_t nbytes, bool zero)
     }
     oly_buffer *b = oly__malloc(sizeof *b);
     if (!b) return NULL;
-    b->data = aligned_alloc(DATA_ALIGN, cap);
+    b->data = oly__aligned_alloc(DATA_ALIGN, cap);
     if (!b->data) {
         free(b);
         oly__error(OLY_ERR_NOMEM, "out of memory allocating an array of %zu bytes", nbytes);
@@ -115,7 +115,7 @@ static oly_status array_alloc(const oly_aval *aval, bool zero, oly_array **out)
         size_t cap = data_cap(nbytes);
         /* malloc, not aligned_alloc (glibc's memalign costs ~600 instructions):
          * the data starts at the first DATA_ALIGN boundary after the header. */
-        block *k = malloc(sizeof(block) + DATA_ALIGN - 1 + cap);
+        block *k = oly__malloc(sizeof(block) + DATA_ALIGN - 1 + cap);
         if (!k)
             return oly__error(OLY_ERR_NOMEM, "out of memory allocating an array of %zu bytes",
                               nbytes);

@@ -5,7 +5,8 @@
  * reused; an in-place row may write output 0 over a dying input 0. Values a
  * host function may keep (callback arguments) get their own arrays instead,
  * and program outputs are written straight into the caller's buffers. The
- * executable is cached in program->exe (set once, by compare-and-swap). */
+ * executable is cached in the program's cache slot (installed once, by
+ * compare-and-swap; the program frees it through base.free). */
 #include "exec/exec.h"
 
 /* ---------------------------------------------------------------- allocator */
@@ -85,9 +86,9 @@ static void plan_transfer(planner *pl, uint32_t from, uint32_t to)
 
 /* ---------------------------------------------------------------- exe */
 
-void oly__exec_free(void *p)
+static void exe_free(oly_program_cache *c)
 {
-    oly_exe *exe = p;
+    oly_exe *exe = (oly_exe *)c;
     if (!exe) return;
     oly__exec_drop_spare(exe);
     for (int i = 0; i < exe->n_lit; i++) oly_array_release(exe->lit[i]);
@@ -128,6 +129,7 @@ static oly_status compile(oly_program *p, oly_exe **out)
     planner pl = {0};
     oly_exe *exe = oly__calloc(1, sizeof *exe);
     if (!exe) return OLY_ERR_NOMEM;
+    exe->base.free = exe_free;
     exe->prog = p;
     exe->n_vars = nv;
     exe->n_step = p->n_eqn;
@@ -332,27 +334,20 @@ fail:
     free(n_uses_by_cb);
     free(out_first);
     free(freed);
-    oly__exec_free(exe);
+    exe_free(&exe->base);
     return st;
 }
 
 oly_status oly__exec_get(oly_program *p, const oly_exe **out)
 {
-    void *cur = atomic_load_explicit(&p->exe, memory_order_acquire);
+    oly_program_cache *cur = oly__program_cache(p);
     if (!cur) {
         oly_exe *mine = NULL;
         OLY_TRY(compile(p, &mine));
-        void *expected = NULL;
-        if (atomic_compare_exchange_strong_explicit(&p->exe, &expected, mine,
-                                                    memory_order_acq_rel,
-                                                    memory_order_acquire)) {
-            cur = mine;
-        } else {
-            oly__exec_free(mine); /* another thread won; use its executable */
-            cur = expected;
-        }
+        cur = oly__program_cache_install(p, &mine->base);
+        if (cur != &mine->base) exe_free(&mine->base); /* another thread won; use its executable */
     }
-    *out = cur;
+    *out = (const oly_exe *)cur;
     return OLY_OK;
 }
 

@@ -61,6 +61,7 @@ typedef struct oly_own {
 } oly_own;
 
 typedef struct oly_exe {
+    oly_program_cache base;     /* first: the program owns the exe through its cache slot */
     oly_program *prog;          /* borrowed: the exe is owned by the program */
     uint32_t n_vars;
     uint32_t n_slots;           /* n_vars + n_lit: size of a run's value tables */
@@ -90,13 +91,6 @@ typedef struct oly_exe {
     oly_aval *avals;            /* owned: storage behind the steps' avals */
 } oly_exe;
 
-/* One execution of a program; nested runs point at their parent. */
-struct oly_run {
-    const oly_run *parent;      /* borrowed; NULL at top level */
-    int device;
-    int depth;                  /* nesting depth on this thread, 1 at top level */
-};
-
 /* The executable of p, compiling and caching it on first use. Borrowed: it
  * lives as long as p. Fails (UNSUPPORTED) when a row has no kernel. */
 /* An array for an already checked aval whose data the caller overwrites in
@@ -105,7 +99,7 @@ oly_status oly__array_new_uninit(const oly_aval *aval, oly_array **out);
 
 oly_status oly__exec_get(oly_program *p, const oly_exe **out);
 
-/* Frees exe's spare run state (run.c); compile.c's oly__exec_free calls it. */
+/* Frees exe's spare run state (run.c); compile.c's exe_free calls it. */
 void oly__exec_drop_spare(oly_exe *exe);
 
 /* Runs exe. in_arrays (may be NULL) are the inputs as arrays, used where a
@@ -113,23 +107,15 @@ void oly__exec_drop_spare(oly_exe *exe);
 oly_status oly__exec_run(oly_run *parent, const oly_exe *exe, int device, const void *const *in,
                          oly_array *const *in_arrays, void *const *out);
 
-/* A nested program made ready for many runs (loop bodies): its executable
- * and a run state taken once, nested in the parent run given to
- * oly__exec_prepare. Used by one thread, inside the parent's kernel; each
- * prepared run is oly__exec_run_raw's run without the lookups. */
-typedef struct oly_exec_prep {
-    const oly_exe *exe;
-    void *rs;                   /* run.c's run state; NULL when not prepared */
-} oly_exec_prep;
-
+/* Loop bodies: a nested program made ready for many runs (oly_exec_prep,
+ * internal.h), nested in the parent run given to oly__exec_prepare. Used by
+ * one thread, inside the parent's kernel; each prepared run is a nested run
+ * without the lookups. Kernels reach these through oly_exec_ops. */
 oly_status oly__exec_prepare(const oly_run *parent, oly_program *p, int device, oly_exec_prep *out);
 oly_status oly__exec_prepared_run(const oly_exec_prep *pr, const void *const *in, void *const *out);
 /* Gives the run state back; harmless on a zeroed or failed prep. */
 void oly__exec_prepared_done(oly_exec_prep *pr);
 
-/* OLYMPUS_NUM_CPU_DEVICES's value as a device count: 1 when s is NULL, empty
- * or not an integer in [1, 1024] (src/rt/device.c). */
-int oly__parse_device_count(const char *s);
 
 /* Test queries. */
 /* Scratch bytes a run of p uses, and the sum of its intermediates' sizes. */

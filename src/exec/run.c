@@ -12,7 +12,7 @@
  * through top-level runs, so it is still bounded. */
 static _Thread_local int thread_depth;
 
-int oly__run_device(const oly_run *run) { return run ? run->device : 0; }
+static const oly_exec_ops exec_ops; /* below: what kernels may ask of a run */
 
 /* The state of one run: value tables, every step's kernel context with its
  * pointer tables, scratch, and the arrays the run holds (OWN vars and input
@@ -113,6 +113,7 @@ static run_state *state_new(const oly_exe *exe)
             .ith = 0,
             .nth = 1,
             .run = &rs->run,
+            .exec = &exec_ops,
             .in_array = e->prim->wants_arrays ? rs->parr + in_pos : NULL,
         };
     }
@@ -309,13 +310,28 @@ void oly__exec_prepared_done(oly_exec_prep *pr)
     pr->rs = NULL;
 }
 
-oly_status oly__exec_run_raw(oly_run *run, oly_program *p, int device, const void *const *in,
-                             void *const *out)
+/* ---------------------------------------------------------------- kernels' view */
+
+static oly_status ops_run(oly_run *run, oly_program *p, const void *const *in, void *const *out)
 {
     const oly_exe *exe;
     OLY_TRY(oly__exec_get(p, &exe));
-    return oly__exec_run(run, exe, device, in, NULL, out);
+    return oly__exec_run(run, exe, run ? run->device : 0, in, NULL, out);
 }
+
+static oly_status ops_prepare(const oly_run *run, oly_program *p, oly_exec_prep *out)
+{
+    return oly__exec_prepare(run, p, run ? run->device : 0, out);
+}
+
+static const oly_exec_ops exec_ops = {
+    .run = ops_run,
+    .prepare = ops_prepare,
+    .prepared_run = oly__exec_prepared_run,
+    .prepared_done = oly__exec_prepared_done,
+};
+
+const oly_exec_ops *oly__exec_ops(void) { return &exec_ops; }
 
 static oly_status check_input(const oly_program *p, int i, const oly_array *a)
 {

@@ -7,9 +7,6 @@
  * program on finish, or are dropped by oly_builder_free otherwise. */
 #include "internal.h"
 
-/* Defined by exec/ when it is linked in; a program that was never compiled has
- * exe == NULL and needs no call. */
-void oly__exec_free(void *exe) __attribute__((weak));
 
 struct oly_builder {
     oly_arena *arena;       /* owned until finish */
@@ -339,7 +336,7 @@ oly_status oly_builder_finish(oly_builder *b, const oly_atom *outs, int n_out, o
         return OLY_ERR_NOMEM;
     }
     atomic_init(&p->refcount, 1);
-    atomic_init(&p->exe, NULL);
+    atomic_init(&p->cache, NULL);
     p->uid = atomic_fetch_add(&next_uid, 1);
     p->arena = a;
     p->n_vars = b->n_vars;
@@ -384,8 +381,8 @@ void oly_program_release(oly_program *p)
     if (atomic_fetch_sub_explicit(&p->refcount, 1, memory_order_acq_rel) != 1) return;
     for (int i = 0; i < p->n_const; i++) oly_array_release(p->constval[i]);
     for (int i = 0; i < p->n_eqn; i++) eqn_drop(&p->eqn[i]);
-    void *exe = atomic_load(&p->exe);
-    if (exe && oly__exec_free) oly__exec_free(exe);
+    oly_program_cache *c = atomic_load(&p->cache);
+    if (c) c->free(c);
     oly__arena_free(p->arena);
     free(p);
 }
@@ -408,3 +405,17 @@ const oly_aval *oly_program_output_aval(const oly_program *p, int i)
 }
 
 uint32_t oly_program_effects(const oly_program *p) { return p ? p->effects : 0; }
+
+oly_program_cache *oly__program_cache(const oly_program *p)
+{
+    return atomic_load_explicit(&((oly_program *)p)->cache, memory_order_acquire);
+}
+
+oly_program_cache *oly__program_cache_install(oly_program *p, oly_program_cache *c)
+{
+    oly_program_cache *expected = NULL;
+    if (atomic_compare_exchange_strong_explicit(&p->cache, &expected, c, memory_order_acq_rel,
+                                                memory_order_acquire))
+        return c;
+    return expected;
+}

@@ -17,7 +17,6 @@
  *   jvp    pure/io: errors naming custom_jvp; debug: called on primals only.
  *   transpose  pure/io: errors; debug: nothing (no cotangents, no call). */
 #include "trans/trans.h"
-#include "exec/exec.h"
 
 static const char *const vmap_names[] = {
     "none", "sequential", "sequential_unrolled", "expand_dims", "broadcast_all",
@@ -93,7 +92,7 @@ static uint32_t debug_effects(const void *params)
 }
 
 /* The frame is built from the step's context; kind is the primitive's name (a
- * constant per kernel) and the device read from the run inline (exec/exec.h). */
+ * constant per kernel) and the device read from the run handle. */
 static inline oly_status callback_call(const oly_kernel_ctx *ctx, const char *kind)
 {
     const oly_params_callback *pc = ctx->params;
@@ -110,11 +109,16 @@ static inline oly_status callback_call(const oly_kernel_ctx *ctx, const char *ki
         .device = run ? run->device : 0,
         .kind = kind,
     };
+    unsigned long serial = oly__error_serial();
     oly_status st = fn->call(fn->user, &frame);
     if (st == OLY_OK) return OLY_OK;
     /* Keep the host function's message and payload; only an out-of-range
-     * status is mapped. */
-    return (unsigned)st < OLY_STATUS_COUNT ? st : OLY_ERR_CALLBACK;
+     * status is mapped, and a failure that wrote no message gets one. */
+    oly_status out = (unsigned)st < OLY_STATUS_COUNT ? st : OLY_ERR_CALLBACK;
+    if (oly__error_serial() == serial)
+        return oly__error(out, "%s: host function %s failed with %s (status %d) and no message",
+                          kind, fn->name ? fn->name : "(unnamed)", oly_status_name(st), (int)st);
+    return out;
 }
 
 static oly_status pure_kernel(const oly_kernel_ctx *ctx)

@@ -293,3 +293,12 @@ oly_status oly__batch_move(oly_batch_ctx *ctx, oly_atom x, int bdim, int to, oly
     }
     return oly__emit_broadcast_in_dim(ctx->b, x, &shape, &dims, out);
 }
+
+oly_status oly_builder_inline(oly_builder *b, oly_program *p, const oly_atom *in, oly_atom *out)
+{
+    if (!b || !p) return oly__error(OLY_ERR_INVALID, "oly_builder_inline: %s is NULL",
+                                    b ? "program" : "builder");
+    if ((p->n_in > 0 && !in) || (p->n_out > 0 && !out))
+        return oly__error(OLY_ERR_INVALID, "oly_builder_inline: %s is NULL", !out ? "out" : "in");
+    return oly__emit_inline(b, p, in, out);
+}

@@ -76,7 +76,7 @@ oly_status oly_program_transpose(oly_program *linear, int n_res, oly_program **o
         s = oly_builder_add_input(b, &p->in[i]->aval, &v);
         if (s == OLY_OK) env[p->in[i]->id] = oly_atom_var(v);
     }
-    for (int i = n_res; i < p->n_in; i++) lin[p->in[i]->id] = true;
+    for (int i = n_res; i < p->n_in && s == OLY_OK; i++) lin[p->in[i]->id] = true;
     /* the cotangent inputs, one per output */
     for (int j = 0; j < p->n_out && s == OLY_OK; j++) {
         oly_aval a = oly__atom_aval(&p->out[j]);

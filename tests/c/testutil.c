@@ -101,7 +101,8 @@ oly_status tu_run_kernel(const oly_prim *p, const void *params, oly_array *const
                    .effects = p->effects ? p->effects(params) : 0};
     oly_kernel_ctx kc = {.eqn = &eqn, .params = params, .n_in = n_in, .in = in_data,
                          .in_aval = in_aval, .n_out = no, .out = out_data, .out_aval = out_aval,
-                         .ith = 0, .nth = 1, .run = NULL, .in_array = in};
+                         .ith = 0, .nth = 1, .run = NULL, .exec = oly__exec_ops(),
+                         .in_array = in};
     s = p->kernel(&kc);
     if (s != OLY_OK) goto done;
     for (int i = 0; i < no; i++) {

@@ -1,7 +1,7 @@
-/* device.c — the CPU devices: OLYMPUS_NUM_CPU_DEVICES (default 1) of them,
- * read once. Execution is synchronous on the calling thread, so the effects
- * barrier has nothing to wait for yet. */
-#include "exec/exec.h"
+/* device.c — the device table: OLYMPUS_NUM_CPU_DEVICES (default 1) CPU
+ * devices, read once. A fact every layer may ask (the executor checks device
+ * indices); the runtime (src/rt) builds streams and queues over it. */
+#include "internal.h"
 
 #include <errno.h>
 
@@ -36,5 +36,3 @@ const char *oly_device_kind(int device)
 {
     return device >= 0 && device < oly_device_count() ? "cpu" : NULL;
 }
-
-oly_status oly_effects_barrier(void) { return OLY_OK; }
