@@ -21,7 +21,6 @@
 #include <string.h>
 
 #include "structmember.h"
-#include "trans/trans.h"
 
 #define FN_SLOT(f) (__extension__(void *)(f))
 
@@ -746,7 +745,7 @@ PyObject *ext_trace_inline(oly_program *prog, PyObject *const *args, Py_ssize_t 
     }
     for (Py_ssize_t i = 0; i < n; i++)
         if (atom_for(t, args[i], &in[i]) < 0) goto done;
-    oly_status s = oly__emit_inline(t->b, prog, in, out);
+    oly_status s = oly_builder_inline(t->b, prog, in, out);
     if (s != OLY_OK) {
         ext_raise(s);
         goto done;

@@ -26,7 +26,6 @@
 
 #include <string.h>
 
-#include "trans/trans.h"
 
 #define FN_SLOT(f) (__extension__(void *)(f))
 
@@ -646,7 +645,7 @@ static PyObject *py_program_with_inputs(PyObject *Py_UNUSED(m), PyObject *args)
         }
         in[i] = newin[map[i]];
     }
-    s = oly__emit_inline(b, p, in, out);
+    s = oly_builder_inline(b, p, in, out);
     oly_program *np_ = NULL;
     if (s == OLY_OK) s = oly_builder_finish(b, out, n_out, &np_);
     if (s != OLY_OK) {
