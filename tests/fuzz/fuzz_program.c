@@ -1,0 +1,659 @@
+/* fuzz_program.c — a libFuzzer target for the builder, the verifier, the
+ * transforms and the executor, through the public header only.
+ *
+ * Any byte string decodes to a small program: a few inputs (any dtype, rank
+ * 0..3, dims 0..4), then equations over the primitive registry (nested-program,
+ * host-function and thunk primitives are left out) with inputs drawn from the
+ * existing variables or literals and params filled from each primitive's field
+ * table. Errors returned as a status are expected. A defect is: a crash, a leak
+ * or UB (the sanitizers report those), a failed call with an empty message, an
+ * OLY_ERR_INTERNAL status, or a program the library made (the builder's or a
+ * transform's) that its own verifier rejects.
+ *
+ * `make fuzz` links this file with libFuzzer; tests/c/test_fuzz_smoke.c
+ * includes it and feeds it fixed pseudo-random inputs, with fz_on_defect set
+ * so that a defect fails the test instead of aborting. */
+#include "olympus.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* ---------------------------------------------------------------- defects */
+
+/* Called on every defect; NULL means print and abort (libFuzzer's report). */
+static void (*fz_on_defect)(const char *what, const char *where, const char *detail);
+/* Primitives the generator must not pick (NULL-terminated, may be NULL). */
+static const char *const *fz_skip_prims;
+
+static void defect(const char *what, const char *where, const char *detail)
+{
+    if (fz_on_defect) {
+        fz_on_defect(what, where, detail ? detail : "");
+        return;
+    }
+    fprintf(stderr, "fuzz_program: %s in %s: %s\n", what, where, detail ? detail : "");
+    abort();
+}
+
+/* Checks a call's status: an empty message or an internal error is a defect.
+ * Returns true when s is OLY_OK. */
+static bool check_status(oly_status s, const char *where, const char *prim)
+{
+    if (s == OLY_OK) return true;
+    char buf[512];
+    const char *msg = oly_last_error();
+    if ((int)s < 0 || s >= OLY_STATUS_COUNT) {
+        snprintf(buf, sizeof buf, "[%s] status %d out of range", prim ? prim : "-", (int)s);
+        defect("bad status", where, buf);
+    } else if (!msg || !msg[0]) {
+        snprintf(buf, sizeof buf, "[%s] %s with an empty message", prim ? prim : "-",
+                 oly_status_name(s));
+        defect("empty error message", where, buf);
+    } else if (s == OLY_ERR_INTERNAL) {
+        snprintf(buf, sizeof buf, "[%s] %s", prim ? prim : "-", msg);
+        defect("internal error", where, buf);
+    }
+    return false;
+}
+
+/* ---------------------------------------------------------------- the byte cursor */
+
+typedef struct {
+    const uint8_t *p;
+    size_t n, i;
+} cursor;
+
+/* The next byte, 0 past the end: every byte string is a valid program. */
+static unsigned byte(cursor *c) { return c->i < c->n ? c->p[c->i++] : 0u; }
+static int pick(cursor *c, int n) { return n <= 1 ? 0 : (int)(byte(c) % (unsigned)n); }
+
+/* Input dtypes, the common ones first (a zero byte picks float32). */
+static const oly_dtype DTYPES[] = {
+    OLY_FLOAT32, OLY_INT32,  OLY_BOOL,    OLY_FLOAT64,  OLY_INT64,     OLY_UINT8,
+    OLY_INT8,    OLY_INT16,  OLY_UINT16,  OLY_UINT32,   OLY_UINT64,    OLY_FLOAT16,
+    OLY_BFLOAT16, OLY_COMPLEX64, OLY_COMPLEX128,
+};
+enum { N_DTYPES = sizeof DTYPES / sizeof DTYPES[0] };
+
+static oly_dtype pick_dtype(cursor *c) { return DTYPES[pick(c, N_DTYPES)]; }
+
+static const int64_t EXTREME[] = {INT64_MAX, INT64_MIN, INT32_MAX, INT32_MIN,
+                                  (int64_t)1 << 32, (int64_t)1 << 40, -((int64_t)1 << 40),
+                                  (int64_t)1 << 62};
+enum { N_EXTREME = sizeof EXTREME / sizeof EXTREME[0] };
+
+/* A scalar of dtype t: small values mostly, then the edges (NaN, inf, -0, limits). */
+static oly_scalar make_scalar(cursor *c, oly_dtype t, bool weak)
+{
+    static const double F[] = {0.0, 1.0, -1.0, 2.0, 0.5, -2.5, 3.0, NAN, INFINITY, -INFINITY,
+                               -0.0, 1e30, -1e-30, 65504.0, 7.0, 1e300};
+    static const int64_t I[] = {0, 1, -1, 2, 3, -3, 7, 5, -128, 255, 127, INT64_MIN, INT64_MAX,
+                                INT32_MIN, INT32_MAX, 65535};
+    unsigned k = byte(c) % 16u;
+    oly_scalar s;
+    memset(&s, 0, sizeof s);
+    s.dtype = t;
+    s.weak = weak;
+    if (oly_dtype_is_bool(t)) {
+        s.v.i = k & 1u;
+    } else if (oly_dtype_is_unsigned_int(t)) {
+        s.v.u = (uint64_t)I[k];
+    } else if (oly_dtype_is_int(t)) {
+        s.v.i = I[k];
+    } else if (oly_dtype_is_complex(t)) {
+        s.v.c[0] = F[k];
+        s.v.c[1] = F[byte(c) % 16u];
+    } else {
+        s.v.f = F[k];
+    }
+    return s;
+}
+
+/* ---------------------------------------------------------------- the registry */
+
+enum { MAX_PRIMS = 256 };
+
+typedef struct {
+    const oly_prim *p[MAX_PRIMS];
+    int n;
+} prim_list;
+
+static bool name_is(const char *name, const char *const *list)
+{
+    for (int i = 0; list && list[i]; i++)
+        if (strcmp(name, list[i]) == 0) return true;
+    return false;
+}
+
+/* Keeps the primitives whose params the generator can fill: no nested programs,
+ * host functions, thunks or aval lists. */
+static void keep_prim(const oly_prim *p, void *ctx)
+{
+    static const char *const nested[] = {"pjit", "cond", "while", "scan", "remat", NULL};
+    prim_list *l = ctx;
+    const char *name = oly_prim_name(p);
+    if (l->n >= MAX_PRIMS || name_is(name, nested) || strncmp(name, "custom_", 7) == 0) return;
+    if (name_is(name, fz_skip_prims)) return;
+    int nf = 0;
+    size_t sz = 0;
+    const oly_param_field *f = oly_prim_fields(p, &nf, &sz);
+    for (int i = 0; i < nf; i++)
+        if (f[i].kind == OLY_FIELD_HOST_FN || f[i].kind == OLY_FIELD_THUNK ||
+            f[i].kind == OLY_FIELD_AVALS)
+            return;
+    l->p[l->n++] = p;
+}
+
+/* ---------------------------------------------------------------- program state */
+
+enum { MAX_VARS = 96, MAX_IN = 6, MAX_OUT = 8, PARAMS_MAX = 2048, RUN_LIMIT = 4096 };
+
+typedef struct {
+    oly_builder *b;
+    oly_var *vars[MAX_VARS];
+    int n_vars;
+    int64_t total_elems; /* over every variable, saturating: gates running */
+} state;
+
+static void add_var(state *st, oly_var *v)
+{
+    const oly_aval *a = oly_var_aval(v);
+    int64_t n = oly_aval_size(a);
+    if (n < 0 || n > RUN_LIMIT) n = RUN_LIMIT + 1;
+    st->total_elems += n;
+    if (st->total_elems > RUN_LIMIT) st->total_elems = RUN_LIMIT + 1;
+    if (st->n_vars < MAX_VARS) st->vars[st->n_vars++] = v;
+}
+
+static oly_aval atom_aval(const oly_atom *a)
+{
+    if (a->kind == OLY_ATOM_VAR) return *oly_var_aval(a->var);
+    oly_aval r;
+    memset(&r, 0, sizeof r);
+    r.dtype = a->lit.dtype;
+    r.weak = a->lit.weak;
+    return r;
+}
+
+/* A var, the recent ones favoured; or now and then a literal. */
+static oly_atom pick_atom(cursor *c, state *st)
+{
+    unsigned k = byte(c);
+    if (st->n_vars == 0 || (k & 7u) == 7u)
+        return oly_atom_lit(make_scalar(c, pick_dtype(c), (k & 8u) != 0));
+    int back = (int)((k >> 3) % (unsigned)st->n_vars);
+    if ((k & 0x80u) == 0) back %= 3; /* mostly one of the last three */
+    if (back >= st->n_vars) back = st->n_vars - 1;
+    return oly_atom_var(st->vars[st->n_vars - 1 - back]);
+}
+
+/* A second or later operand: one shaped like the first where possible, so
+ * that binary and variadic primitives get past their shape rules. */
+static oly_atom pick_peer(cursor *c, state *st, const oly_aval *first)
+{
+    switch (byte(c) % 5u) {
+    case 0:
+    case 1: {
+        int start = pick(c, st->n_vars > 0 ? st->n_vars : 1);
+        for (int j = 0; j < st->n_vars; j++) {
+            oly_var *v = st->vars[(start + j) % st->n_vars];
+            if (oly_aval_equal(oly_var_aval(v), first)) return oly_atom_var(v);
+        }
+        return pick_atom(c, st);
+    }
+    case 2: return oly_atom_lit(make_scalar(c, first->dtype, byte(c) & 1u));
+    case 3: { /* an index operand (dynamic_slice, select_n's predicate) */
+        static const oly_dtype idx[] = {OLY_INT32, OLY_BOOL, OLY_INT64, OLY_UINT8};
+        return oly_atom_lit(make_scalar(c, idx[pick(c, 4)], false));
+    }
+    default: return pick_atom(c, st);
+    }
+}
+
+/* ---------------------------------------------------------------- params */
+
+static void fill_ints(cursor *c, oly_ints *out, const oly_aval *ref, state *st)
+{
+    int rank = ref->rank < 0 ? 0 : ref->rank > OLY_MAX_RANK ? OLY_MAX_RANK : ref->rank;
+    memset(out, 0, sizeof *out);
+    switch (byte(c) % 11u) {
+    case 0: /* short list of small values, negatives included */
+    case 1:
+        out->n = pick(c, 5);
+        for (int i = 0; i < out->n; i++) out->v[i] = (int64_t)pick(c, 7) - 2;
+        break;
+    case 2: /* identity permutation */
+        out->n = rank;
+        for (int i = 0; i < rank; i++) out->v[i] = i;
+        break;
+    case 3: /* a permutation */
+        out->n = rank;
+        for (int i = 0; i < rank; i++) out->v[i] = i;
+        for (int i = rank - 1; i > 0; i--) {
+            int j = pick(c, i + 1);
+            int64_t t = out->v[i];
+            out->v[i] = out->v[j];
+            out->v[j] = t;
+        }
+        break;
+    case 4: { /* a sorted subset of the axes */
+        unsigned mask = byte(c);
+        for (int i = 0; i < rank; i++)
+            if (mask & (1u << i)) out->v[out->n++] = i;
+        break;
+    }
+    case 5: /* the dims */
+        out->n = rank;
+        for (int i = 0; i < rank; i++) out->v[i] = ref->dims[i];
+        break;
+    case 6: /* the dims, one changed or one more */
+        out->n = rank;
+        for (int i = 0; i < rank; i++) out->v[i] = ref->dims[i];
+        if (rank > 0 && (byte(c) & 1u)) {
+            out->v[pick(c, rank)] += (int64_t)pick(c, 4) - 1;
+        } else if (rank < 4) {
+            out->v[out->n++] = 1 + pick(c, 3);
+        }
+        break;
+    case 7: /* zeros, or ones */
+        out->n = rank;
+        for (int i = 0; i < rank; i++) out->v[i] = byte(c) & 1u;
+        break;
+    case 8: { /* another variable's dims (broadcast targets) */
+        if (st->n_vars == 0) break;
+        const oly_aval *a = oly_var_aval(st->vars[pick(c, st->n_vars)]);
+        out->n = a->rank;
+        for (int i = 0; i < a->rank && i < OLY_MAX_RANK; i++) out->v[i] = a->dims[i];
+        break;
+    }
+    case 9: { /* the element count, whole or split in two (reshape) */
+        int64_t n = oly_aval_size(ref);
+        out->n = 1;
+        out->v[0] = n;
+        if ((byte(c) & 1u) && n % 2 == 0 && n > 0) {
+            out->n = 2;
+            out->v[0] = 2;
+            out->v[1] = n / 2;
+        }
+        break;
+    }
+    default: { /* hostile: a count out of range, or extreme values */
+        unsigned k = byte(c) % 4u;
+        if (k == 0) {
+            out->n = -1 - pick(c, 3);
+        } else if (k == 1) {
+            out->n = OLY_MAX_RANK + 1 + pick(c, 3);
+        } else {
+            out->n = 1 + pick(c, 3);
+            for (int i = 0; i < out->n; i++) out->v[i] = EXTREME[pick(c, N_EXTREME)];
+        }
+        break;
+    }
+    }
+}
+
+static int64_t make_int(cursor *c, const oly_aval *ref)
+{
+    unsigned k = byte(c) % 8u;
+    if (k < 4) return (int64_t)pick(c, 8) - 2;
+    if (k < 6) return pick(c, ref->rank + 1);
+    if (k == 6) return -1 - pick(c, ref->rank + 1);
+    return EXTREME[pick(c, N_EXTREME)];
+}
+
+/* Fills the params struct of p (zeroed, params_size bytes) field by field. */
+static void fill_params(cursor *c, const oly_prim *p, unsigned char *params, const oly_aval *ref,
+                        state *st)
+{
+    static const double F[] = {0.0, 1.0, -1.0, 0.5, NAN, INFINITY, -INFINITY, 1e300};
+    int nf = 0;
+    size_t sz = 0;
+    const oly_param_field *f = oly_prim_fields(p, &nf, &sz);
+    for (int i = 0; i < nf; i++) {
+        unsigned char *at = params + f[i].offset;
+        switch (f[i].kind) {
+        case OLY_FIELD_INT: {
+            int64_t v = make_int(c, ref);
+            memcpy(at, &v, sizeof v);
+            break;
+        }
+        case OLY_FIELD_BOOL: {
+            bool v = byte(c) & 1u;
+            memcpy(at, &v, sizeof v);
+            break;
+        }
+        case OLY_FIELD_FLOAT: {
+            double v = F[pick(c, 8)];
+            memcpy(at, &v, sizeof v);
+            break;
+        }
+        case OLY_FIELD_DTYPE: {
+            unsigned k = byte(c);
+            /* now and then one past the enum, or negative */
+            int v = k == 255u ? (int)OLY_DTYPE_COUNT : k == 254u ? -1 : (int)DTYPES[k % N_DTYPES];
+            oly_dtype d = (oly_dtype)v;
+            memcpy(at, &d, sizeof d);
+            break;
+        }
+        case OLY_FIELD_ENUM: {
+            int n = 0;
+            while (f[i].enum_names && f[i].enum_names[n]) n++;
+            int v = pick(c, n + 3) - 1; /* -1 .. n+1: in range and out */
+            memcpy(at, &v, sizeof v);
+            break;
+        }
+        case OLY_FIELD_INTS: fill_ints(c, (oly_ints *)(void *)at, ref, st); break;
+        case OLY_FIELD_STR: {
+            const char *s = "fz";
+            memcpy(at, &s, sizeof s);
+            break;
+        }
+        default: break; /* not generated (see keep_prim) */
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- running */
+
+/* Runs p on inputs made from the cursor's bytes; a failure must have a message. */
+static void run_program(cursor *c, oly_program *p, const char *where)
+{
+    int n_in = oly_program_num_inputs(p), n_out = oly_program_num_outputs(p);
+    int64_t total = 0;
+    for (int i = 0; i < n_in; i++) total += oly_aval_size(oly_program_input_aval(p, i));
+    for (int k = 0; k < n_out; k++) total += oly_aval_size(oly_program_output_aval(p, k));
+    if (total > 4 * RUN_LIMIT) return;
+    oly_array **in = calloc((size_t)n_in + 1, sizeof *in);
+    oly_array **out = calloc((size_t)n_out + 1, sizeof *out);
+    unsigned char *buf = malloc(16 * (size_t)(total + 1));
+    if (!in || !out || !buf) goto done;
+    for (int i = 0; i < n_in; i++) {
+        const oly_aval *a = oly_program_input_aval(p, i);
+        int64_t n = oly_aval_size(a);
+        size_t es = oly_dtype_size(a->dtype);
+        for (int64_t e = 0; e < n; e++) {
+            oly_scalar s = make_scalar(c, a->dtype, false);
+            oly_scalar_store(&s, a->dtype, buf + (size_t)e * es);
+        }
+        oly_error_clear();
+        if (!check_status(oly_array_from_data(a, buf, &in[i]), "oly_array_from_data", where))
+            goto done;
+    }
+    oly_error_clear();
+    oly_status rs = oly_program_run(p, 0, in, n_in, out, n_out);
+#ifdef FUZZ_STATS
+    fprintf(stderr, "STAT run %s %d %s\n", where, (int)rs, rs ? oly_last_error() : "");
+#endif
+    if (check_status(rs, "oly_program_run", where)) {
+        for (int k = 0; k < n_out; k++) {
+            const oly_aval *want = oly_program_output_aval(p, k);
+            if (!out[k] || !oly_aval_equal(oly_array_aval(out[k]), want))
+                defect("output aval differs from the program's", "oly_program_run", where);
+        }
+    }
+done:
+    if (in)
+        for (int i = 0; i < n_in; i++) oly_array_release(in[i]);
+    if (out)
+        for (int k = 0; k < n_out; k++) oly_array_release(out[k]);
+    free(in);
+    free(out);
+    free(buf);
+}
+
+/* A program the library produced must pass its verifier; prints it as well. */
+static bool verified(oly_program *p, const char *where)
+{
+    oly_error_clear();
+    oly_status s = oly_program_verify(p);
+    if (s != OLY_OK) {
+        char buf[1024];
+        char *text = NULL;
+        if (oly_program_print(p, &text) != OLY_OK) text = NULL;
+        snprintf(buf, sizeof buf, "%s: %s\n%s", oly_status_name(s), oly_last_error(),
+                 text ? text : "(unprintable)");
+        free(text);
+        defect("verifier rejects a program the library made", where, buf);
+        return false;
+    }
+    char *text = NULL;
+    oly_error_clear();
+    if (check_status(oly_program_print(p, &text), "oly_program_print", where)) {
+        if (!text) defect("print succeeded without text", "oly_program_print", where);
+        free(text);
+    }
+    return true;
+}
+
+/* ---------------------------------------------------------------- transforms */
+
+static void fuzz_transforms(cursor *c, oly_program *p, bool may_run)
+{
+    int n_in = oly_program_num_inputs(p), n_out = oly_program_num_outputs(p);
+    oly_program *q = NULL, *lin = NULL, *ct = NULL;
+
+    oly_error_clear();
+    if (check_status(oly_program_dce(p, &q), "oly_program_dce", NULL)) {
+        verified(q, "dce");
+        oly_program_release(q);
+        q = NULL;
+    }
+
+    int *in_axes = calloc((size_t)n_in + 1, sizeof *in_axes);
+    int *out_axes = calloc((size_t)n_out + 1, sizeof *out_axes);
+    bool *nz_in = calloc((size_t)n_in + 1, sizeof *nz_in);
+    bool *nz_out = calloc((size_t)n_out + 1, sizeof *nz_out);
+    if (!in_axes || !out_axes || !nz_in || !nz_out) goto done;
+
+    for (int i = 0; i < n_in; i++) {
+        unsigned k = byte(c) % 4u;
+        in_axes[i] = k == 0 ? -1 : k == 3 ? oly_program_input_aval(p, i)->rank : 0;
+    }
+    for (int k = 0; k < n_out; k++) {
+        unsigned m = byte(c) % 6u;
+        out_axes[k] = m == 4 ? -1 : m == 5 ? oly_program_output_aval(p, k)->rank : 0;
+    }
+    int64_t size = 1 + pick(c, 3);
+    oly_error_clear();
+    if (check_status(oly_program_vmap(p, in_axes, size, out_axes, &q), "oly_program_vmap",
+                     NULL)) {
+        if (oly_program_num_inputs(q) != n_in || oly_program_num_outputs(q) != n_out)
+            defect("vmap changed the arity", "oly_program_vmap", NULL);
+        if (verified(q, "vmap") && may_run) run_program(c, q, "vmap");
+        oly_program_release(q);
+        q = NULL;
+    }
+
+    for (int i = 0; i < n_in; i++) nz_in[i] = (byte(c) & 3u) != 0;
+    oly_error_clear();
+    if (check_status(oly_program_jvp(p, nz_in, &q, nz_out), "oly_program_jvp", NULL)) {
+        if (verified(q, "jvp") && may_run) run_program(c, q, "jvp");
+        oly_program_release(q);
+        q = NULL;
+    }
+
+    int n_res = -1;
+    oly_error_clear();
+    if (check_status(oly_program_linearize(p, nz_in, &q, &lin, &n_res, nz_out),
+                     "oly_program_linearize", NULL)) {
+        if (n_res < 0 || n_res > oly_program_num_inputs(lin))
+            defect("linearize: residual count out of range", "oly_program_linearize", NULL);
+        bool ok = verified(q, "linearize (primal)");
+        ok = verified(lin, "linearize (linear)") && ok;
+        if (ok && may_run) {
+            run_program(c, q, "linearize (primal)");
+            run_program(c, lin, "linearize (linear)");
+        }
+        if (ok) {
+            oly_error_clear();
+            if (check_status(oly_program_transpose(lin, n_res, &ct), "oly_program_transpose",
+                             NULL)) {
+                if (verified(ct, "transpose") && may_run) run_program(c, ct, "transpose");
+                oly_program_release(ct);
+            }
+        }
+        oly_program_release(q);
+        oly_program_release(lin);
+    }
+done:
+    free(in_axes);
+    free(out_axes);
+    free(nz_in);
+    free(nz_out);
+}
+
+/* ---------------------------------------------------------------- the target */
+
+/* Appends one equation of p with n_in operands; true when the builder took it. */
+static bool append_one(cursor *c, state *st, const oly_prim *p, int n_in)
+{
+    oly_atom in[MAX_IN];
+    oly_aval ref;
+    memset(&ref, 0, sizeof ref);
+    ref.dtype = OLY_FLOAT32;
+    if (n_in > MAX_IN) n_in = MAX_IN;
+    if (n_in > 0) {
+        in[0] = pick_atom(c, st);
+        ref = atom_aval(&in[0]);
+        for (int i = 1; i < n_in; i++) in[i] = pick_peer(c, st, &ref);
+    }
+    _Alignas(16) unsigned char params[PARAMS_MAX];
+    memset(params, 0, sizeof params);
+    int nf = 0;
+    size_t psize = 0;
+    oly_prim_fields(p, &nf, &psize);
+    if (psize > sizeof params) return false;
+    fill_params(c, p, params, &ref, st);
+    oly_var *outs[MAX_OUT];
+    int got = -1;
+    oly_error_clear();
+    oly_status s = oly_builder_append(st->b, p, n_in > 0 ? in : NULL, n_in,
+                                      psize > 0 ? params : NULL, NULL, 0, outs, MAX_OUT, &got);
+#ifdef FUZZ_STATS
+    fprintf(stderr, "STAT append %s %d %s\n", oly_prim_name(p), (int)s, s ? oly_last_error() : "");
+#endif
+    if (!check_status(s, "oly_builder_append", oly_prim_name(p))) return false;
+    if (got < 0 || got > 64)
+        defect("append: output count out of range", "oly_builder_append", oly_prim_name(p));
+    for (int k = 0; k < got && k < MAX_OUT; k++) add_var(st, outs[k]);
+    return true;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static const int RANKS[] = {1, 0, 2, 3};
+    static const int64_t DIMS[] = {2, 1, 3, 4, 0};
+    static const int ARITY[] = {1, 2, 1, 2, 3, 0, 4, 5};
+
+    prim_list prims;
+    prims.n = 0;
+    oly_prim_foreach(keep_prim, &prims);
+    if (prims.n == 0) return 0;
+
+    cursor cur = {data, size, 0};
+    cursor *c = &cur;
+    state st;
+    memset(&st, 0, sizeof st);
+    oly_program *prog = NULL;
+
+    bool x64_before = oly_x64_enabled();
+    unsigned head = byte(c);
+    oly_set_x64((head & 0x40u) != 0);
+
+    oly_error_clear();
+    if (!check_status(oly_builder_new(&st.b), "oly_builder_new", NULL)) goto done;
+
+    int n_inputs = 1 + (int)(head % 3u);
+    for (int i = 0; i < n_inputs; i++) {
+        oly_aval a;
+        int64_t dims[4] = {0};
+        oly_dtype t = pick_dtype(c);
+        int rank = RANKS[pick(c, 4)];
+        for (int d = 0; d < rank; d++) dims[d] = DIMS[pick(c, 5)];
+        oly_error_clear();
+        if (!check_status(oly_aval_make(t, rank, dims, &a), "oly_aval_make", NULL)) continue;
+        a.weak = (byte(c) & 0x0fu) == 0x0fu;
+        oly_var *v = NULL;
+        oly_error_clear();
+        if (check_status(oly_builder_add_input(st.b, &a, &v), "oly_builder_add_input", NULL))
+            add_var(&st, v);
+    }
+    if (head & 0x80u) { /* a constant input */
+        oly_aval a;
+        int64_t dims[1] = {DIMS[pick(c, 5)]};
+        oly_dtype t = pick_dtype(c);
+        oly_array *arr = NULL;
+        oly_var *v = NULL;
+        if (oly_aval_make(t, 1, dims, &a) == OLY_OK && oly_array_new(&a, &arr) == OLY_OK) {
+            oly_error_clear();
+            if (check_status(oly_builder_add_const(st.b, arr, &v), "oly_builder_add_const", NULL))
+                add_var(&st, v);
+            oly_array_release(arr);
+        }
+    }
+
+    int n_eqns = 1 + pick(c, 12);
+    for (int e = 0; e < n_eqns; e++) {
+        if (e > 0 && c->i >= c->n) break; /* out of bytes: keep short inputs short */
+        const oly_prim *p = prims.p[pick(c, prims.n)];
+        /* The arity is not in the public row: a first guess, then retries with
+         * the common ones (each attempt draws fresh operands and params). */
+        static const int RETRY[] = {1, 2, 3, 0};
+        int guess = ARITY[pick(c, 8)];
+        if (append_one(c, &st, p, guess)) continue;
+        for (int r = 0; r < 4; r++)
+            if (RETRY[r] != guess && append_one(c, &st, p, RETRY[r])) break;
+    }
+
+    static const int N_OUTS[] = {1, 2, 3, 0};
+    int n_outs = N_OUTS[pick(c, 4)];
+    oly_atom outs[3];
+    for (int k = 0; k < n_outs; k++) {
+        unsigned m = byte(c) % 8u;
+        if (m == 7 || st.n_vars == 0)
+            outs[k] = oly_atom_lit(make_scalar(c, pick_dtype(c), false));
+        else if (m >= 4)
+            outs[k] = oly_atom_var(st.vars[pick(c, st.n_vars)]);
+        else
+            outs[k] = oly_atom_var(st.vars[st.n_vars - 1 - pick(c, st.n_vars < 3 ? st.n_vars : 3)]);
+    }
+    oly_error_clear();
+    if (!check_status(oly_builder_finish(st.b, outs, n_outs, &prog), "oly_builder_finish", NULL))
+        goto done;
+
+#ifdef FUZZ_STATS
+    fprintf(stderr, "STAT finish %d eqns\n", oly_program_num_eqns(prog));
+#endif
+    if (!verified(prog, "oly_builder_finish")) goto done;
+    bool may_run = st.total_elems <= RUN_LIMIT;
+    if (may_run) run_program(c, prog, "program");
+    fuzz_transforms(c, prog, may_run);
+
+done:
+    oly_program_release(prog);
+    oly_builder_free(st.b);
+    oly_set_x64(x64_before);
+    oly_error_clear();
+    return 0;
+}
+
+#ifdef FUZZ_STANDALONE_MAIN
+/* Without libFuzzer: runs each file named on the command line once (reproducers). */
+int main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        FILE *f = fopen(argv[i], "rb");
+        if (!f) continue;
+        static uint8_t buf[1 << 16];
+        size_t n = fread(buf, 1, sizeof buf, f);
+        fclose(f);
+        LLVMFuzzerTestOneInput(buf, n);
+    }
+    return 0;
+}
+#endif
