@@ -114,6 +114,28 @@ static oly_scalar make_scalar(cursor *c, oly_dtype t, bool weak)
     return s;
 }
 
+/* A small finite scalar of dtype t (for runs whose results are compared). */
+static oly_scalar make_tame_scalar(cursor *c, oly_dtype t)
+{
+    static const double F[] = {0.0, 1.0, -1.0, 2.0, 0.5, -2.5, 3.0, 0.25};
+    oly_scalar s;
+    memset(&s, 0, sizeof s);
+    s.dtype = t;
+    unsigned k = byte(c) % 8u;
+    if (oly_dtype_is_bool(t))
+        s.v.i = k & 1u;
+    else if (oly_dtype_is_unsigned_int(t))
+        s.v.u = k;
+    else if (oly_dtype_is_int(t))
+        s.v.i = (int64_t)k - 3;
+    else if (oly_dtype_is_complex(t)) {
+        s.v.c[0] = F[k];
+        s.v.c[1] = F[byte(c) % 8u];
+    } else
+        s.v.f = F[k];
+    return s;
+}
+
 /* ---------------------------------------------------------------- the registry */
 
 enum { MAX_PRIMS = 256 };
@@ -360,50 +382,122 @@ static void fill_params(cursor *c, const oly_prim *p, unsigned char *params, con
 
 /* ---------------------------------------------------------------- running */
 
-/* Runs p on inputs made from the cursor's bytes; a failure must have a message. */
-static void run_program(cursor *c, oly_program *p, const char *where)
+/* Arrays for a program's inputs or outputs (owned, NULL entries allowed). */
+typedef struct {
+    int n;
+    oly_array **a;
+} arrays;
+
+static bool arrays_init(arrays *r, int n)
 {
-    int n_in = oly_program_num_inputs(p), n_out = oly_program_num_outputs(p);
+    r->n = n;
+    r->a = calloc((size_t)n + 1, sizeof *r->a);
+    return r->a != NULL;
+}
+
+static void arrays_free(arrays *r)
+{
+    for (int i = 0; r->a && i < r->n; i++) oly_array_release(r->a[i]);
+    free(r->a);
+    r->a = NULL;
+    r->n = 0;
+}
+
+/* Element count of p's inputs and outputs, saturating. */
+static int64_t io_elems(const oly_program *p)
+{
     int64_t total = 0;
-    for (int i = 0; i < n_in; i++) total += oly_aval_size(oly_program_input_aval(p, i));
-    for (int k = 0; k < n_out; k++) total += oly_aval_size(oly_program_output_aval(p, k));
-    if (total > 4 * RUN_LIMIT) return;
-    oly_array **in = calloc((size_t)n_in + 1, sizeof *in);
-    oly_array **out = calloc((size_t)n_out + 1, sizeof *out);
-    unsigned char *buf = malloc(16 * (size_t)(total + 1));
-    if (!in || !out || !buf) goto done;
-    for (int i = 0; i < n_in; i++) {
-        const oly_aval *a = oly_program_input_aval(p, i);
-        int64_t n = oly_aval_size(a);
-        size_t es = oly_dtype_size(a->dtype);
-        for (int64_t e = 0; e < n; e++) {
-            oly_scalar s = make_scalar(c, a->dtype, false);
-            oly_scalar_store(&s, a->dtype, buf + (size_t)e * es);
-        }
-        oly_error_clear();
-        if (!check_status(oly_array_from_data(a, buf, &in[i]), "oly_array_from_data", where))
-            goto done;
+    for (int i = 0; i < oly_program_num_inputs(p); i++)
+        total += oly_aval_size(oly_program_input_aval(p, i));
+    for (int k = 0; k < oly_program_num_outputs(p); k++)
+        total += oly_aval_size(oly_program_output_aval(p, k));
+    return total;
+}
+
+/* A new array of aval a with values from the cursor (tame: small finite ones). */
+static oly_array *make_array(cursor *c, const oly_aval *a, bool tame)
+{
+    int64_t n = oly_aval_size(a);
+    size_t es = oly_dtype_size(a->dtype);
+    if (n < 0 || n > 4 * RUN_LIMIT) return NULL;
+    unsigned char *buf = malloc(es * (size_t)n + 16);
+    oly_array *arr = NULL;
+    if (!buf) return NULL;
+    for (int64_t e = 0; e < n; e++) {
+        oly_scalar s = tame ? make_tame_scalar(c, a->dtype) : make_scalar(c, a->dtype, false);
+        oly_scalar_store(&s, a->dtype, buf + (size_t)e * es);
     }
     oly_error_clear();
-    oly_status rs = oly_program_run(p, 0, in, n_in, out, n_out);
-#ifdef FUZZ_STATS
-    fprintf(stderr, "STAT run %s %d %s\n", where, (int)rs, rs ? oly_last_error() : "");
-#endif
-    if (check_status(rs, "oly_program_run", where)) {
-        for (int k = 0; k < n_out; k++) {
-            const oly_aval *want = oly_program_output_aval(p, k);
-            if (!out[k] || !oly_aval_equal(oly_array_aval(out[k]), want))
-                defect("output aval differs from the program's", "oly_program_run", where);
+    if (!check_status(oly_array_from_data(a, buf, &arr), "oly_array_from_data", NULL)) arr = NULL;
+    free(buf);
+    return arr;
+}
+
+/* Runs p on in (p's input count); on success out holds p's outputs. A failure
+ * must carry a message; a success must produce the declared avals. */
+static bool run(oly_program *p, const arrays *in, arrays *out, const char *where)
+{
+    if (!arrays_init(out, oly_program_num_outputs(p))) return false;
+    oly_error_clear();
+    if (!check_status(oly_program_run(p, 0, in->a, in->n, out->a, out->n), "oly_program_run",
+                      where))
+        return false;
+    for (int k = 0; k < out->n; k++)
+        if (!out->a[k] || !oly_aval_equal(oly_array_aval(out->a[k]), oly_program_output_aval(p, k)))
+            defect("output aval differs from the program's", "oly_program_run", where);
+    return true;
+}
+
+static bool close_to(double x, double y, double tol)
+{
+    if (isnan(x) || isnan(y)) return isnan(x) && isnan(y);
+    if (isinf(x) || isinf(y)) return x == y;
+    return fabs(x - y) <= tol * (1.0 + fabs(y));
+}
+
+/* True when n elements of a from element a_off equal b's from b_off (floats
+ * within a tolerance for a different summation order, NaN matching NaN). */
+static bool same_values(const oly_array *a, int64_t a_off, const oly_array *b, int64_t b_off,
+                        int64_t n)
+{
+    oly_dtype t = oly_array_aval(a)->dtype;
+    if (t != oly_array_aval(b)->dtype) return false;
+    size_t es = oly_dtype_size(t);
+    const unsigned char *pa = (const unsigned char *)oly_array_data(a) + (size_t)a_off * es;
+    const unsigned char *pb = (const unsigned char *)oly_array_data(b) + (size_t)b_off * es;
+    double tol = t == OLY_FLOAT16 || t == OLY_BFLOAT16 ? 1e-2 : t == OLY_FLOAT64 || t == OLY_COMPLEX128 ? 1e-9 : 1e-4;
+    for (int64_t e = 0; e < n; e++) {
+        oly_scalar x = oly_scalar_load(t, pa + (size_t)e * es);
+        oly_scalar y = oly_scalar_load(t, pb + (size_t)e * es);
+        bool ok;
+        if (oly_dtype_is_complex(t))
+            ok = close_to(x.v.c[0], y.v.c[0], tol) && close_to(x.v.c[1], y.v.c[1], tol);
+        else if (oly_dtype_is_float(t))
+            ok = close_to(x.v.f, y.v.f, tol);
+        else
+            ok = x.v.u == y.v.u;
+        if (!ok) return false;
+    }
+    return true;
+}
+
+/* The first n outputs of got must equal want's (a transform that keeps the
+ * primal computation). */
+static void compare_outputs(const arrays *got, const arrays *want, int n, const char *where,
+                            oly_program *p)
+{
+    for (int k = 0; k < n && k < got->n && k < want->n; k++) {
+        const oly_aval *a = oly_array_aval(want->a[k]);
+        if (!oly_aval_equal(oly_array_aval(got->a[k]), a) ||
+            !same_values(got->a[k], 0, want->a[k], 0, oly_aval_size(a))) {
+            char buf[768], *text = NULL;
+            if (oly_program_print(p, &text) != OLY_OK) text = NULL;
+            snprintf(buf, sizeof buf, "output %d\n%s", k, text ? text : "(unprintable)");
+            free(text);
+            defect("results differ from the original program's", where, buf);
+            return;
         }
     }
-done:
-    if (in)
-        for (int i = 0; i < n_in; i++) oly_array_release(in[i]);
-    if (out)
-        for (int k = 0; k < n_out; k++) oly_array_release(out[k]);
-    free(in);
-    free(out);
-    free(buf);
 }
 
 /* A program the library produced must pass its verifier; prints it as well. */
@@ -432,47 +526,145 @@ static bool verified(oly_program *p, const char *where)
 
 /* ---------------------------------------------------------------- transforms */
 
-static void fuzz_transforms(cursor *c, oly_program *p, bool may_run)
+/* The program, its inputs and its outputs on them (when it ran). */
+typedef struct {
+    oly_program *p;
+    arrays in, out;
+    bool ran;  /* out holds the outputs */
+    bool tame; /* the inputs are small finite values: results are compared */
+} subject;
+
+/* vmap, and with in_axes 0 / unmapped and out_axes 0, the batched run against
+ * a loop of runs of the original over size examples. */
+static void fuzz_vmap(cursor *c, subject *s)
 {
+    oly_program *p = s->p, *q = NULL;
+    int n_in = oly_program_num_inputs(p), n_out = oly_program_num_outputs(p);
+    int *in_axes = calloc((size_t)n_in + 1, sizeof *in_axes);
+    int *out_axes = calloc((size_t)n_out + 1, sizeof *out_axes);
+    arrays ex[3], bin = {0, NULL}, bout = {0, NULL};
+    memset(ex, 0, sizeof ex);
+    if (!in_axes || !out_axes) goto done;
+    bool compare = s->ran && s->tame;
+    for (int i = 0; i < n_in; i++) {
+        unsigned k = byte(c) % 4u;
+        in_axes[i] = k == 0 ? -1 : k == 3 ? oly_program_input_aval(p, i)->rank : 0;
+        if (in_axes[i] > 0) compare = false;
+    }
+    for (int k = 0; k < n_out; k++) {
+        unsigned m = byte(c) % 6u;
+        out_axes[k] = m == 4 ? -1 : m == 5 ? oly_program_output_aval(p, k)->rank : 0;
+        if (out_axes[k] != 0) compare = false;
+    }
+    int size = 1 + pick(c, 3);
+    oly_error_clear();
+    if (!check_status(oly_program_vmap(p, in_axes, size, out_axes, &q), "oly_program_vmap", NULL))
+        goto done;
+    if (oly_program_num_inputs(q) != n_in || oly_program_num_outputs(q) != n_out)
+        defect("vmap changed the arity", "oly_program_vmap", NULL);
+    if (!verified(q, "vmap") || !s->ran || io_elems(q) > 4 * RUN_LIMIT) goto done;
+
+    /* Example e's inputs: the original's for e = 0, fresh ones for mapped inputs after. */
+    for (int e = 0; e < size; e++) {
+        if (!arrays_init(&ex[e], n_in)) goto done;
+        for (int i = 0; i < n_in; i++) {
+            ex[e].a[i] = e == 0 || in_axes[i] != 0
+                             ? oly_array_retain(s->in.a[i])
+                             : make_array(c, oly_program_input_aval(p, i), s->tame);
+            if (!ex[e].a[i]) goto done;
+        }
+    }
+    if (!arrays_init(&bin, n_in)) goto done;
+    for (int i = 0; i < n_in; i++) {
+        const oly_aval *qa = oly_program_input_aval(q, i);
+        if (in_axes[i] != 0) {
+            bin.a[i] = oly_array_retain(s->in.a[i]);
+            continue;
+        }
+        size_t nb = oly_aval_nbytes(oly_program_input_aval(p, i));
+        unsigned char *buf = malloc(nb * (size_t)size + 16);
+        if (!buf) goto done;
+        for (int e = 0; e < size; e++) memcpy(buf + nb * (size_t)e, oly_array_data(ex[e].a[i]), nb);
+        oly_error_clear();
+        bool ok = check_status(oly_array_from_data(qa, buf, &bin.a[i]), "oly_array_from_data", "vmap");
+        free(buf);
+        if (!ok) goto done;
+    }
+    if (!run(q, &bin, &bout, "vmap") || !compare) goto done;
+    for (int e = 0; e < size; e++) {
+        arrays one = {0, NULL};
+        bool ran = run(p, &ex[e], &one, "vmap example");
+        for (int k = 0; ran && k < n_out; k++) {
+            int64_t n = oly_aval_size(oly_program_output_aval(p, k));
+            if (!same_values(bout.a[k], n * e, one.a[k], 0, n)) {
+                char buf[768], *text = NULL;
+                if (oly_program_print(p, &text) != OLY_OK) text = NULL;
+                snprintf(buf, sizeof buf, "output %d, example %d of %d\n%s", k, e, size,
+                         text ? text : "(unprintable)");
+                free(text);
+                defect("vmap differs from a loop", "oly_program_vmap", buf);
+                break;
+            }
+        }
+        arrays_free(&one);
+    }
+done:
+    for (int e = 0; e < 3; e++) arrays_free(&ex[e]);
+    arrays_free(&bin);
+    arrays_free(&bout);
+    oly_program_release(q);
+    free(in_axes);
+    free(out_axes);
+}
+
+/* Runs q (a transform of s->p) on s's inputs, then extra inputs of q's avals;
+ * its first n_keep outputs must equal the original's. */
+static void run_transformed(cursor *c, subject *s, oly_program *q, int n_keep, const char *where)
+{
+    if (!s->ran || io_elems(q) > 4 * RUN_LIMIT) return;
+    int n_in = oly_program_num_inputs(q);
+    arrays in = {0, NULL}, out = {0, NULL};
+    if (!arrays_init(&in, n_in)) return;
+    for (int i = 0; i < n_in; i++) {
+        in.a[i] = i < s->in.n ? oly_array_retain(s->in.a[i])
+                              : make_array(c, oly_program_input_aval(q, i), s->tame);
+        if (!in.a[i]) goto done;
+    }
+    if (run(q, &in, &out, where) && s->tame) compare_outputs(&out, &s->out, n_keep, where, s->p);
+done:
+    arrays_free(&in);
+    arrays_free(&out);
+}
+
+static void fuzz_transforms(cursor *c, subject *s)
+{
+    oly_program *p = s->p;
     int n_in = oly_program_num_inputs(p), n_out = oly_program_num_outputs(p);
     oly_program *q = NULL, *lin = NULL, *ct = NULL;
 
     oly_error_clear();
     if (check_status(oly_program_dce(p, &q), "oly_program_dce", NULL)) {
-        verified(q, "dce");
+        if (oly_program_num_inputs(q) != n_in || oly_program_num_outputs(q) != n_out)
+            defect("dce changed the arity", "oly_program_dce", NULL);
+        else if (verified(q, "dce"))
+            run_transformed(c, s, q, n_out, "dce");
         oly_program_release(q);
         q = NULL;
     }
 
-    int *in_axes = calloc((size_t)n_in + 1, sizeof *in_axes);
-    int *out_axes = calloc((size_t)n_out + 1, sizeof *out_axes);
+    fuzz_vmap(c, s);
+
     bool *nz_in = calloc((size_t)n_in + 1, sizeof *nz_in);
     bool *nz_out = calloc((size_t)n_out + 1, sizeof *nz_out);
-    if (!in_axes || !out_axes || !nz_in || !nz_out) goto done;
-
-    for (int i = 0; i < n_in; i++) {
-        unsigned k = byte(c) % 4u;
-        in_axes[i] = k == 0 ? -1 : k == 3 ? oly_program_input_aval(p, i)->rank : 0;
-    }
-    for (int k = 0; k < n_out; k++) {
-        unsigned m = byte(c) % 6u;
-        out_axes[k] = m == 4 ? -1 : m == 5 ? oly_program_output_aval(p, k)->rank : 0;
-    }
-    int64_t size = 1 + pick(c, 3);
-    oly_error_clear();
-    if (check_status(oly_program_vmap(p, in_axes, size, out_axes, &q), "oly_program_vmap",
-                     NULL)) {
-        if (oly_program_num_inputs(q) != n_in || oly_program_num_outputs(q) != n_out)
-            defect("vmap changed the arity", "oly_program_vmap", NULL);
-        if (verified(q, "vmap") && may_run) run_program(c, q, "vmap");
-        oly_program_release(q);
-        q = NULL;
-    }
-
-    for (int i = 0; i < n_in; i++) nz_in[i] = (byte(c) & 3u) != 0;
+    if (!nz_in || !nz_out) goto done;
+    int n_nz = 0;
+    for (int i = 0; i < n_in; i++) n_nz += nz_in[i] = (byte(c) & 3u) != 0;
     oly_error_clear();
     if (check_status(oly_program_jvp(p, nz_in, &q, nz_out), "oly_program_jvp", NULL)) {
-        if (verified(q, "jvp") && may_run) run_program(c, q, "jvp");
+        if (oly_program_num_inputs(q) != n_in + n_nz)
+            defect("jvp: input count is not primals + nonzero tangents", "oly_program_jvp", NULL);
+        else if (verified(q, "jvp"))
+            run_transformed(c, s, q, n_out, "jvp");
         oly_program_release(q);
         q = NULL;
     }
@@ -485,15 +677,12 @@ static void fuzz_transforms(cursor *c, oly_program *p, bool may_run)
             defect("linearize: residual count out of range", "oly_program_linearize", NULL);
         bool ok = verified(q, "linearize (primal)");
         ok = verified(lin, "linearize (linear)") && ok;
-        if (ok && may_run) {
-            run_program(c, q, "linearize (primal)");
-            run_program(c, lin, "linearize (linear)");
-        }
         if (ok) {
+            run_transformed(c, s, q, n_out, "linearize (primal)");
             oly_error_clear();
             if (check_status(oly_program_transpose(lin, n_res, &ct), "oly_program_transpose",
                              NULL)) {
-                if (verified(ct, "transpose") && may_run) run_program(c, ct, "transpose");
+                verified(ct, "transpose");
                 oly_program_release(ct);
             }
         }
@@ -501,8 +690,6 @@ static void fuzz_transforms(cursor *c, oly_program *p, bool may_run)
         oly_program_release(lin);
     }
 done:
-    free(in_axes);
-    free(out_axes);
     free(nz_in);
     free(nz_out);
 }
@@ -534,9 +721,6 @@ static bool append_one(cursor *c, state *st, const oly_prim *p, int n_in)
     oly_error_clear();
     oly_status s = oly_builder_append(st->b, p, n_in > 0 ? in : NULL, n_in,
                                       psize > 0 ? params : NULL, NULL, 0, outs, MAX_OUT, &got);
-#ifdef FUZZ_STATS
-    fprintf(stderr, "STAT append %s %d %s\n", oly_prim_name(p), (int)s, s ? oly_last_error() : "");
-#endif
     if (!check_status(s, "oly_builder_append", oly_prim_name(p))) return false;
     if (got < 0 || got > 64)
         defect("append: output count out of range", "oly_builder_append", oly_prim_name(p));
@@ -626,13 +810,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!check_status(oly_builder_finish(st.b, outs, n_outs, &prog), "oly_builder_finish", NULL))
         goto done;
 
-#ifdef FUZZ_STATS
-    fprintf(stderr, "STAT finish %d eqns\n", oly_program_num_eqns(prog));
-#endif
     if (!verified(prog, "oly_builder_finish")) goto done;
-    bool may_run = st.total_elems <= RUN_LIMIT;
-    if (may_run) run_program(c, prog, "program");
-    fuzz_transforms(c, prog, may_run);
+    subject sub;
+    memset(&sub, 0, sizeof sub);
+    sub.p = prog;
+    sub.tame = (byte(c) & 3u) != 0;
+    if (st.total_elems <= RUN_LIMIT && io_elems(prog) <= RUN_LIMIT &&
+        arrays_init(&sub.in, oly_program_num_inputs(prog))) {
+        bool made = true;
+        for (int i = 0; i < sub.in.n && made; i++)
+            made = (sub.in.a[i] = make_array(c, oly_program_input_aval(prog, i), sub.tame)) != NULL;
+        sub.ran = made && run(prog, &sub.in, &sub.out, "program");
+    }
+    fuzz_transforms(c, &sub);
+    arrays_free(&sub.in);
+    arrays_free(&sub.out);
 
 done:
     oly_program_release(prog);
