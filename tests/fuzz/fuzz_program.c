@@ -136,6 +136,15 @@ static oly_scalar make_tame_scalar(cursor *c, oly_dtype t)
     return s;
 }
 
+/* The relative error a result computed through dtype t may carry (0: exact). */
+static double dtype_tol(oly_dtype t)
+{
+    if (t == OLY_FLOAT16 || t == OLY_BFLOAT16) return 2e-2;
+    if (t == OLY_FLOAT32 || t == OLY_COMPLEX64) return 1e-4;
+    if (t == OLY_FLOAT64 || t == OLY_COMPLEX128) return 1e-9;
+    return 0.0;
+}
+
 /* ---------------------------------------------------------------- the registry */
 
 enum { MAX_PRIMS = 256 };
@@ -180,12 +189,14 @@ typedef struct {
     oly_var *vars[MAX_VARS];
     int n_vars;
     int64_t total_elems; /* over every variable, saturating: gates running */
+    double tol;          /* the coarsest dtype_tol over every variable */
 } state;
 
 static void add_var(state *st, oly_var *v)
 {
     const oly_aval *a = oly_var_aval(v);
     int64_t n = oly_aval_size(a);
+    if (dtype_tol(a->dtype) > st->tol) st->tol = dtype_tol(a->dtype);
     if (n < 0 || n > RUN_LIMIT) n = RUN_LIMIT + 1;
     st->total_elems += n;
     if (st->total_elems > RUN_LIMIT) st->total_elems = RUN_LIMIT + 1;
@@ -207,7 +218,8 @@ static oly_atom pick_atom(cursor *c, state *st)
 {
     unsigned k = byte(c);
     if (st->n_vars == 0 || (k & 7u) == 7u)
-        return oly_atom_lit(make_scalar(c, pick_dtype(c), (k & 8u) != 0));
+        return oly_atom_lit(make_scalar(c, k == 0xffu ? (oly_dtype)OLY_DTYPE_COUNT : pick_dtype(c),
+                                        (k & 8u) != 0));
     int back = (int)((k >> 3) % (unsigned)st->n_vars);
     if ((k & 0x80u) == 0) back %= 3; /* mostly one of the last three */
     if (back >= st->n_vars) back = st->n_vars - 1;
@@ -456,16 +468,16 @@ static bool close_to(double x, double y, double tol)
 }
 
 /* True when n elements of a from element a_off equal b's from b_off (floats
- * within a tolerance for a different summation order, NaN matching NaN). */
+ * within tol relative, for a different summation order; NaN matching NaN). */
 static bool same_values(const oly_array *a, int64_t a_off, const oly_array *b, int64_t b_off,
-                        int64_t n)
+                        int64_t n, double tol)
 {
     oly_dtype t = oly_array_aval(a)->dtype;
     if (t != oly_array_aval(b)->dtype) return false;
     size_t es = oly_dtype_size(t);
     const unsigned char *pa = (const unsigned char *)oly_array_data(a) + (size_t)a_off * es;
     const unsigned char *pb = (const unsigned char *)oly_array_data(b) + (size_t)b_off * es;
-    double tol = t == OLY_FLOAT16 || t == OLY_BFLOAT16 ? 1e-2 : t == OLY_FLOAT64 || t == OLY_COMPLEX128 ? 1e-9 : 1e-4;
+    if (dtype_tol(t) > tol) tol = dtype_tol(t);
     for (int64_t e = 0; e < n; e++) {
         oly_scalar x = oly_scalar_load(t, pa + (size_t)e * es);
         oly_scalar y = oly_scalar_load(t, pb + (size_t)e * es);
@@ -484,12 +496,12 @@ static bool same_values(const oly_array *a, int64_t a_off, const oly_array *b, i
 /* The first n outputs of got must equal want's (a transform that keeps the
  * primal computation). */
 static void compare_outputs(const arrays *got, const arrays *want, int n, const char *where,
-                            oly_program *p)
+                            oly_program *p, double tol)
 {
     for (int k = 0; k < n && k < got->n && k < want->n; k++) {
         const oly_aval *a = oly_array_aval(want->a[k]);
         if (!oly_aval_equal(oly_array_aval(got->a[k]), a) ||
-            !same_values(got->a[k], 0, want->a[k], 0, oly_aval_size(a))) {
+            !same_values(got->a[k], 0, want->a[k], 0, oly_aval_size(a), tol)) {
             char buf[768], *text = NULL;
             if (oly_program_print(p, &text) != OLY_OK) text = NULL;
             snprintf(buf, sizeof buf, "output %d\n%s", k, text ? text : "(unprintable)");
@@ -532,6 +544,7 @@ typedef struct {
     arrays in, out;
     bool ran;  /* out holds the outputs */
     bool tame; /* the inputs are small finite values: results are compared */
+    double tol; /* relative tolerance of those comparisons (the program's dtypes) */
 } subject;
 
 /* vmap, and with in_axes 0 / unmapped and out_axes 0, the batched run against
@@ -546,17 +559,21 @@ static void fuzz_vmap(cursor *c, subject *s)
     memset(ex, 0, sizeof ex);
     if (!in_axes || !out_axes) goto done;
     bool compare = s->ran && s->tame;
+    /* mostly 0 or unmapped; now and then the last axis, or one out of range */
     for (int i = 0; i < n_in; i++) {
-        unsigned k = byte(c) % 4u;
-        in_axes[i] = k == 0 ? -1 : k == 3 ? oly_program_input_aval(p, i)->rank : 0;
-        if (in_axes[i] > 0) compare = false;
+        unsigned k = byte(c) % 16u;
+        int rank = oly_program_input_aval(p, i)->rank;
+        in_axes[i] = k < 4 ? -1 : k < 13 ? 0 : k == 13 ? rank : k == 14 ? rank + 1 : -2;
+        if (in_axes[i] != 0 && in_axes[i] != -1) compare = false;
     }
     for (int k = 0; k < n_out; k++) {
-        unsigned m = byte(c) % 6u;
-        out_axes[k] = m == 4 ? -1 : m == 5 ? oly_program_output_aval(p, k)->rank : 0;
+        unsigned m = byte(c) % 16u;
+        int rank = oly_program_output_aval(p, k)->rank;
+        out_axes[k] = m < 11 ? 0 : m < 13 ? -1 : m == 13 ? rank : m == 14 ? rank + 1 : -2;
         if (out_axes[k] != 0) compare = false;
     }
-    int size = 1 + pick(c, 3);
+    unsigned sb = byte(c);
+    int size = (sb & 0x1fu) == 0x1fu ? 0 : 1 + (int)(sb % 3u); /* an empty batch now and then */
     oly_error_clear();
     if (!check_status(oly_program_vmap(p, in_axes, size, out_axes, &q), "oly_program_vmap", NULL))
         goto done;
@@ -596,7 +613,7 @@ static void fuzz_vmap(cursor *c, subject *s)
         bool ran = run(p, &ex[e], &one, "vmap example");
         for (int k = 0; ran && k < n_out; k++) {
             int64_t n = oly_aval_size(oly_program_output_aval(p, k));
-            if (!same_values(bout.a[k], n * e, one.a[k], 0, n)) {
+            if (!same_values(bout.a[k], n * e, one.a[k], 0, n, s->tol)) {
                 char buf[768], *text = NULL;
                 if (oly_program_print(p, &text) != OLY_OK) text = NULL;
                 snprintf(buf, sizeof buf, "output %d, example %d of %d\n%s", k, e, size,
@@ -618,8 +635,10 @@ done:
 }
 
 /* Runs q (a transform of s->p) on s's inputs, then extra inputs of q's avals;
- * its first n_keep outputs must equal the original's. */
-static void run_transformed(cursor *c, subject *s, oly_program *q, int n_keep, const char *where)
+ * its first n_keep outputs must equal the original's. keep (may be NULL)
+ * receives q's outputs when it ran; the caller frees it. */
+static void run_transformed(cursor *c, subject *s, oly_program *q, int n_keep, const char *where,
+                            arrays *keep)
 {
     if (!s->ran || io_elems(q) > 4 * RUN_LIMIT) return;
     int n_in = oly_program_num_inputs(q);
@@ -630,10 +649,103 @@ static void run_transformed(cursor *c, subject *s, oly_program *q, int n_keep, c
                               : make_array(c, oly_program_input_aval(q, i), s->tame);
         if (!in.a[i]) goto done;
     }
-    if (run(q, &in, &out, where) && s->tame) compare_outputs(&out, &s->out, n_keep, where, s->p);
+    if (run(q, &in, &out, where)) {
+        if (s->tame) compare_outputs(&out, &s->out, n_keep, where, s->p, s->tol);
+        if (keep) {
+            *keep = out;
+            out.a = NULL;
+            out.n = 0;
+        }
+    }
 done:
     arrays_free(&in);
     arrays_free(&out);
+}
+
+/* Adds the pairing Re sum(a * b) of two inexact arrays to *re, the sum of the
+ * terms' magnitudes to *scale and the 1-norms of a and b to *na and *nb;
+ * false when a value is not finite. Other
+ * dtypes add nothing (their tangents are symbolic zeros). The real part of the
+ * bilinear form is the pairing JAX's transposes satisfy for complex values
+ * too: conj transposes to conj, imag to -i times the cotangent. */
+static bool pair(const oly_array *a, const oly_array *b, double *re, double *scale, double *na,
+                 double *nb)
+{
+    oly_dtype t = oly_array_aval(a)->dtype;
+    if (!oly_dtype_is_inexact(t)) return true;
+    if (t != oly_array_aval(b)->dtype) return false;
+    size_t es = oly_dtype_size(t);
+    int64_t n = oly_aval_size(oly_array_aval(a));
+    for (int64_t e = 0; e < n; e++) {
+        oly_scalar x = oly_scalar_load(t, (const unsigned char *)oly_array_data(a) + (size_t)e * es);
+        oly_scalar y = oly_scalar_load(t, (const unsigned char *)oly_array_data(b) + (size_t)e * es);
+        double xr = x.v.f, xi = 0, yr = y.v.f, yi = 0;
+        if (oly_dtype_is_complex(t)) {
+            xr = x.v.c[0], xi = x.v.c[1], yr = y.v.c[0], yi = y.v.c[1];
+        }
+        if (!isfinite(xr) || !isfinite(xi) || !isfinite(yr) || !isfinite(yi)) return false;
+        *re += xr * yr - xi * yi;
+        *scale += fabs(xr * yr) + fabs(xi * yi);
+        *na += fabs(xr) + fabs(xi);
+        *nb += fabs(yr) + fabs(yi);
+    }
+    return true;
+}
+
+/* The transpose's defining identity <ct, L v> == <L^T ct, v>, with the
+ * residuals the primal program computed (res: its outputs after n_out). */
+static void check_transpose(cursor *c, subject *s, const arrays *res, int n_out, int n_res,
+                            oly_program *lin, oly_program *ct)
+{
+    int n_lin = oly_program_num_inputs(lin) - n_res, m = oly_program_num_outputs(lin);
+    arrays lin_in = {0, NULL}, lv = {0, NULL}, ct_in = {0, NULL}, ltc = {0, NULL};
+    if (res->n != n_out + n_res || io_elems(lin) > 4 * RUN_LIMIT) return;
+    if (oly_program_num_inputs(ct) != n_res + m || oly_program_num_outputs(ct) != n_lin) {
+        defect("transpose: arity is not (residuals, cotangents) -> linear inputs",
+               "oly_program_transpose", NULL);
+        return;
+    }
+    if (!arrays_init(&lin_in, n_res + n_lin) || !arrays_init(&ct_in, n_res + m)) goto done;
+    for (int i = 0; i < n_res; i++) {
+        lin_in.a[i] = oly_array_retain(res->a[n_out + i]);
+        ct_in.a[i] = oly_array_retain(res->a[n_out + i]);
+    }
+    for (int i = n_res; i < n_res + n_lin; i++)
+        if (!(lin_in.a[i] = make_array(c, oly_program_input_aval(lin, i), true))) goto done;
+    for (int k = 0; k < m; k++)
+        if (!(ct_in.a[n_res + k] = make_array(c, oly_program_output_aval(lin, k), true))) goto done;
+    if (!run(lin, &lin_in, &lv, "linearize (linear)") || !run(ct, &ct_in, &ltc, "transpose"))
+        goto done;
+    double lre = 0, rre = 0, scale = 0, nct = 0, nlv = 0, nltc = 0, nv = 0;
+    for (int i = 0; i < n_lin; i++)
+        if (!oly_aval_equal(oly_array_aval(ltc.a[i]), oly_program_input_aval(lin, n_res + i))) {
+            defect("transpose: a cotangent's aval differs from its linear input's",
+                   "oly_program_transpose", NULL);
+            goto done;
+        }
+    for (int k = 0; k < m; k++)
+        if (!pair(ct_in.a[n_res + k], lv.a[k], &lre, &scale, &nct, &nlv)) goto done;
+    for (int i = 0; i < n_lin; i++)
+        if (!pair(ltc.a[i], lin_in.a[n_res + i], &rre, &scale, &nltc, &nv)) goto done;
+    /* The linear program rounds through every dtype the program has, and its
+     * intermediates can be far larger than its results (a chain of 1/x): the
+     * bound allows the pairing's terms and |ct| |v| times that rounding. A
+     * wrong rule (a lost factor, sign or axis) is off by the size of L. */
+    double bound = s->tol * (4 * scale + nct * nv) + 1e-12;
+    if (fabs(lre - rre) > bound) {
+        char buf[1024], *text = NULL;
+        if (oly_program_print(s->p, &text) != OLY_OK) text = NULL;
+        snprintf(buf, sizeof buf, "<ct, L v> = %.9g, <L^T ct, v> = %.9g\n%s", lre, rre,
+                 text ? text : "(unprintable)");
+        free(text);
+        defect("transpose is not the transpose of the linear program", "oly_program_transpose",
+               buf);
+    }
+done:
+    arrays_free(&lin_in);
+    arrays_free(&lv);
+    arrays_free(&ct_in);
+    arrays_free(&ltc);
 }
 
 static void fuzz_transforms(cursor *c, subject *s)
@@ -647,7 +759,7 @@ static void fuzz_transforms(cursor *c, subject *s)
         if (oly_program_num_inputs(q) != n_in || oly_program_num_outputs(q) != n_out)
             defect("dce changed the arity", "oly_program_dce", NULL);
         else if (verified(q, "dce"))
-            run_transformed(c, s, q, n_out, "dce");
+            run_transformed(c, s, q, n_out, "dce", NULL);
         oly_program_release(q);
         q = NULL;
     }
@@ -664,7 +776,7 @@ static void fuzz_transforms(cursor *c, subject *s)
         if (oly_program_num_inputs(q) != n_in + n_nz)
             defect("jvp: input count is not primals + nonzero tangents", "oly_program_jvp", NULL);
         else if (verified(q, "jvp"))
-            run_transformed(c, s, q, n_out, "jvp");
+            run_transformed(c, s, q, n_out, "jvp", NULL);
         oly_program_release(q);
         q = NULL;
     }
@@ -678,13 +790,25 @@ static void fuzz_transforms(cursor *c, subject *s)
         bool ok = verified(q, "linearize (primal)");
         ok = verified(lin, "linearize (linear)") && ok;
         if (ok) {
-            run_transformed(c, s, q, n_out, "linearize (primal)");
+            arrays res = {0, NULL};
+            run_transformed(c, s, q, n_out, "linearize (primal)", &res);
+            unsigned tb = byte(c);
+            if ((tb & 15u) == 15u) { /* a wrong residual count: an error or a valid program */
+                oly_program *bad = NULL;
+                oly_error_clear();
+                if (check_status(oly_program_transpose(lin, n_res + ((tb & 16u) ? 1 : -1), &bad),
+                                 "oly_program_transpose", "wrong n_res"))
+                    verified(bad, "transpose (n_res off by one)");
+                oly_program_release(bad);
+            }
             oly_error_clear();
             if (check_status(oly_program_transpose(lin, n_res, &ct), "oly_program_transpose",
                              NULL)) {
-                verified(ct, "transpose");
+                if (verified(ct, "transpose") && s->tame && res.a)
+                    check_transpose(c, s, &res, n_out, n_res, lin, ct);
                 oly_program_release(ct);
             }
+            arrays_free(&res);
         }
         oly_program_release(q);
         oly_program_release(lin);
@@ -716,16 +840,24 @@ static bool append_one(cursor *c, state *st, const oly_prim *p, int n_in)
     oly_prim_fields(p, &nf, &psize);
     if (psize > sizeof params) return false;
     fill_params(c, p, params, &ref, st);
-    oly_var *outs[MAX_OUT];
+    /* Room for the outputs: mostly plenty; now and then exactly 0..2 slots on
+     * the heap, so that a write past max_out is caught. */
+    unsigned rb = byte(c);
+    int max_out = (rb & 7u) == 7u ? (int)(rb >> 3) % 3 : MAX_OUT;
+    oly_var **outs = max_out > 0 ? malloc((size_t)max_out * sizeof *outs) : NULL;
+    if (max_out > 0 && !outs) return false;
     int got = -1;
     oly_error_clear();
     oly_status s = oly_builder_append(st->b, p, n_in > 0 ? in : NULL, n_in,
-                                      psize > 0 ? params : NULL, NULL, 0, outs, MAX_OUT, &got);
-    if (!check_status(s, "oly_builder_append", oly_prim_name(p))) return false;
-    if (got < 0 || got > 64)
-        defect("append: output count out of range", "oly_builder_append", oly_prim_name(p));
-    for (int k = 0; k < got && k < MAX_OUT; k++) add_var(st, outs[k]);
-    return true;
+                                      psize > 0 ? params : NULL, NULL, 0, outs, max_out, &got);
+    bool ok = check_status(s, "oly_builder_append", oly_prim_name(p));
+    if (ok) {
+        if (got < 0 || got > 64)
+            defect("append: output count out of range", "oly_builder_append", oly_prim_name(p));
+        for (int k = 0; k < got && k < max_out; k++) add_var(st, outs[k]);
+    }
+    free(outs);
+    return ok;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -755,10 +887,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int n_inputs = 1 + (int)(head % 3u);
     for (int i = 0; i < n_inputs; i++) {
         oly_aval a;
-        int64_t dims[4] = {0};
+        int64_t dims[OLY_MAX_RANK + 2] = {0};
         oly_dtype t = pick_dtype(c);
-        int rank = RANKS[pick(c, 4)];
-        for (int d = 0; d < rank; d++) dims[d] = DIMS[pick(c, 5)];
+        unsigned rb = byte(c);
+        int rank = RANKS[rb % 4u];
+        if (rb >= 252u) { /* hostile: ranks at and past the limit, huge or negative dims */
+            static const int HOSTILE_RANK[] = {5, OLY_MAX_RANK, OLY_MAX_RANK + 1, -1};
+            rank = HOSTILE_RANK[rb - 252u];
+            for (int d = 0; d < rank; d++)
+                dims[d] = (byte(c) & 1u) ? EXTREME[pick(c, N_EXTREME)] : 1 + pick(c, 4);
+            if (byte(c) == 255u) t = (oly_dtype)OLY_DTYPE_COUNT;
+        } else {
+            for (int d = 0; d < rank; d++) dims[d] = DIMS[pick(c, 5)];
+        }
         oly_error_clear();
         if (!check_status(oly_aval_make(t, rank, dims, &a), "oly_aval_make", NULL)) continue;
         a.weak = (byte(c) & 0x0fu) == 0x0fu;
@@ -815,6 +956,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(&sub, 0, sizeof sub);
     sub.p = prog;
     sub.tame = (byte(c) & 3u) != 0;
+    sub.tol = st.tol;
     if (st.total_elems <= RUN_LIMIT && io_elems(prog) <= RUN_LIMIT &&
         arrays_init(&sub.in, oly_program_num_inputs(prog))) {
         bool made = true;
