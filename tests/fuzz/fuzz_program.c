@@ -7,8 +7,11 @@
  * existing variables or literals and params filled from each primitive's field
  * table. Errors returned as a status are expected. A defect is: a crash, a leak
  * or UB (the sanitizers report those), a failed call with an empty message, an
- * OLY_ERR_INTERNAL status, or a program the library made (the builder's or a
- * transform's) that its own verifier rejects.
+ * OLY_ERR_INTERNAL status, a program the library made (the builder's or a
+ * transform's) that its own verifier rejects, or, on runs with small finite
+ * inputs, results that disagree: dce, jvp and linearize must keep the
+ * program's outputs, vmap must agree with a loop of runs, and a transpose
+ * must satisfy <ct, L v> == <L^T ct, v>.
  *
  * `make fuzz` links this file with libFuzzer; tests/c/test_fuzz_smoke.c
  * includes it and feeds it fixed pseudo-random inputs, with fz_on_defect set
