@@ -185,7 +185,17 @@ static void keep_prim(const oly_prim *p, void *ctx)
 
 /* ---------------------------------------------------------------- program state */
 
-enum { MAX_VARS = 96, MAX_IN = 6, MAX_OUT = 8, PARAMS_MAX = 2048, RUN_LIMIT = 4096 };
+enum { MAX_VARS = 96, MAX_IN = 6, MAX_OUT = 8, PARAMS_MAX = 1024, RUN_LIMIT = 4096,
+       MAX_EAGER = 4 };
+
+/* An equation the builder took, to apply eagerly (oly_apply) afterwards. */
+typedef struct {
+    const oly_prim *p;
+    int n_in, n_out;
+    oly_aval in[MAX_IN];
+    oly_aval out[MAX_OUT];
+    _Alignas(16) unsigned char params[PARAMS_MAX];
+} eager_eqn;
 
 typedef struct {
     oly_builder *b;
@@ -193,6 +203,8 @@ typedef struct {
     int n_vars;
     int64_t total_elems; /* over every variable, saturating: gates running */
     double tol;          /* the coarsest dtype_tol over every variable */
+    eager_eqn eager[MAX_EAGER];
+    int n_eager;
 } state;
 
 static void add_var(state *st, oly_var *v)
@@ -821,6 +833,41 @@ done:
     free(nz_out);
 }
 
+/* ---------------------------------------------------------------- eager */
+
+/* Applies the recorded equations with oly_apply on fresh arrays of their input
+ * avals: a success must give the outputs the builder's shape rule declared. */
+static void fuzz_eager(cursor *c, state *st)
+{
+    for (int j = 0; j < st->n_eager; j++) {
+        eager_eqn *e = &st->eager[j];
+        oly_array *in[MAX_IN] = {0}, *out[MAX_OUT] = {0};
+        int got = -1, nf = 0;
+        size_t psize = 0;
+        bool made = true;
+        oly_prim_fields(e->p, &nf, &psize);
+        for (int i = 0; i < e->n_in && made; i++) {
+            oly_aval a = e->in[i];
+            a.weak = false;
+            made = (in[i] = make_array(c, &a, false)) != NULL;
+        }
+        oly_error_clear();
+        if (made && check_status(oly_apply(e->p, psize > 0 ? e->params : NULL, in, e->n_in, out,
+                                           MAX_OUT, &got),
+                                 "oly_apply", oly_prim_name(e->p))) {
+            if (got != e->n_out)
+                defect("oly_apply: output count differs from the builder's", "oly_apply",
+                       oly_prim_name(e->p));
+            for (int k = 0; k < got && k < e->n_out && k < MAX_OUT; k++)
+                if (!out[k] || !oly_aval_equal(oly_array_aval(out[k]), &e->out[k]))
+                    defect("oly_apply: output aval differs from the builder's", "oly_apply",
+                           oly_prim_name(e->p));
+        }
+        for (int i = 0; i < e->n_in; i++) oly_array_release(in[i]);
+        for (int k = 0; k < MAX_OUT; k++) oly_array_release(out[k]);
+    }
+}
+
 /* ---------------------------------------------------------------- the target */
 
 /* Appends one equation of p with n_in operands; true when the builder took it. */
@@ -858,6 +905,15 @@ static bool append_one(cursor *c, state *st, const oly_prim *p, int n_in)
         if (got < 0 || got > 64)
             defect("append: output count out of range", "oly_builder_append", oly_prim_name(p));
         for (int k = 0; k < got && k < max_out; k++) add_var(st, outs[k]);
+        if (st->n_eager < MAX_EAGER && got >= 0 && got <= max_out && got <= MAX_OUT) {
+            eager_eqn *e = &st->eager[st->n_eager++];
+            e->p = p;
+            e->n_in = n_in;
+            e->n_out = got;
+            for (int i = 0; i < n_in; i++) e->in[i] = atom_aval(&in[i]);
+            for (int k = 0; k < got; k++) e->out[k] = *oly_var_aval(outs[k]);
+            memcpy(e->params, params, psize);
+        }
     }
     free(outs);
     return ok;
@@ -955,6 +1011,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         goto done;
 
     if (!verified(prog, "oly_builder_finish")) goto done;
+    /* The x64 switch may change between tracing and running, as a user's
+     * config.update can; every later step must cope (its state is restored below). */
+    if (head & 0x20u) oly_set_x64(!oly_x64_enabled());
+
     subject sub;
     memset(&sub, 0, sizeof sub);
     sub.p = prog;
@@ -966,7 +1026,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (int i = 0; i < sub.in.n && made; i++)
             made = (sub.in.a[i] = make_array(c, oly_program_input_aval(prog, i), sub.tame)) != NULL;
         sub.ran = made && run(prog, &sub.in, &sub.out, "program");
+        arrays again = {0, NULL};
+        if (sub.ran && run(prog, &sub.in, &again, "program (cached)"))
+            compare_outputs(&again, &sub.out, sub.out.n, "a second run", prog, sub.tol);
+        arrays_free(&again);
     }
+    if (st.total_elems <= RUN_LIMIT) fuzz_eager(c, &st);
     fuzz_transforms(c, &sub);
     arrays_free(&sub.in);
     arrays_free(&sub.out);
