@@ -117,10 +117,14 @@ static oly_scalar make_scalar(cursor *c, oly_dtype t, bool weak)
     return s;
 }
 
-/* A small finite scalar of dtype t (for runs whose results are compared). */
-static oly_scalar make_tame_scalar(cursor *c, oly_dtype t)
+/* A small finite scalar of dtype t (for runs whose results are compared);
+ * smooth: floats away from 0, integers and halves, where floor, sign, round
+ * and abs have their kinks (for finite differences). */
+static oly_scalar make_tame_scalar(cursor *c, oly_dtype t, bool smooth)
 {
-    static const double F[] = {0.0, 1.0, -1.0, 2.0, 0.5, -2.5, 3.0, 0.25};
+    static const double TAME[] = {0.0, 1.0, -1.0, 2.0, 0.5, -2.5, 3.0, 0.25};
+    static const double SMOOTH[] = {0.3, 0.7, 1.3, -0.6, 2.2, -1.7, 0.45, 1.9};
+    const double *F = smooth ? SMOOTH : TAME;
     oly_scalar s;
     memset(&s, 0, sizeof s);
     s.dtype = t;
@@ -203,6 +207,7 @@ typedef struct {
     int n_vars;
     int64_t total_elems; /* over every variable, saturating: gates running */
     double tol;          /* the coarsest dtype_tol over every variable */
+    bool all_f64;        /* every inexact variable is float64 */
     eager_eqn eager[MAX_EAGER];
     int n_eager;
 } state;
@@ -212,6 +217,7 @@ static void add_var(state *st, oly_var *v)
     const oly_aval *a = oly_var_aval(v);
     int64_t n = oly_aval_size(a);
     if (dtype_tol(a->dtype) > st->tol) st->tol = dtype_tol(a->dtype);
+    if (oly_dtype_is_inexact(a->dtype) && a->dtype != OLY_FLOAT64) st->all_f64 = false;
     if (n < 0 || n > RUN_LIMIT) n = RUN_LIMIT + 1;
     st->total_elems += n;
     if (st->total_elems > RUN_LIMIT) st->total_elems = RUN_LIMIT + 1;
@@ -441,8 +447,10 @@ static int64_t io_elems(const oly_program *p)
     return total;
 }
 
-/* A new array of aval a with values from the cursor (tame: small finite ones). */
-static oly_array *make_array(cursor *c, const oly_aval *a, bool tame)
+enum { WILD, TAME, SMOOTH }; /* value sets: all edges / small finite / no kinks */
+
+/* A new array of aval a with values from the cursor, from value set vals. */
+static oly_array *make_array(cursor *c, const oly_aval *a, int vals)
 {
     int64_t n = oly_aval_size(a);
     size_t es = oly_dtype_size(a->dtype);
@@ -451,7 +459,8 @@ static oly_array *make_array(cursor *c, const oly_aval *a, bool tame)
     oly_array *arr = NULL;
     if (!buf) return NULL;
     for (int64_t e = 0; e < n; e++) {
-        oly_scalar s = tame ? make_tame_scalar(c, a->dtype) : make_scalar(c, a->dtype, false);
+        oly_scalar s = vals != WILD ? make_tame_scalar(c, a->dtype, vals == SMOOTH)
+                                    : make_scalar(c, a->dtype, false);
         oly_scalar_store(&s, a->dtype, buf + (size_t)e * es);
     }
     oly_error_clear();
@@ -559,6 +568,8 @@ typedef struct {
     arrays in, out;
     bool ran;  /* out holds the outputs */
     bool tame; /* the inputs are small finite values: results are compared */
+    int vals;  /* the inputs' value set (TAME or SMOOTH when tame) */
+    bool f64;  /* every inexact value is float64: jvp is checked by differences */
     double tol; /* relative tolerance of those comparisons (the program's dtypes) */
 } subject;
 
@@ -602,7 +613,7 @@ static void fuzz_vmap(cursor *c, subject *s)
         for (int i = 0; i < n_in; i++) {
             ex[e].a[i] = e == 0 || in_axes[i] != 0
                              ? oly_array_retain(s->in.a[i])
-                             : make_array(c, oly_program_input_aval(p, i), s->tame);
+                             : make_array(c, oly_program_input_aval(p, i), s->vals);
             if (!ex[e].a[i]) goto done;
         }
     }
@@ -661,7 +672,7 @@ static void run_transformed(cursor *c, subject *s, oly_program *q, int n_keep, c
     if (!arrays_init(&in, n_in)) return;
     for (int i = 0; i < n_in; i++) {
         in.a[i] = i < s->in.n ? oly_array_retain(s->in.a[i])
-                              : make_array(c, oly_program_input_aval(q, i), s->tame);
+                              : make_array(c, oly_program_input_aval(q, i), s->vals);
         if (!in.a[i]) goto done;
     }
     if (run(q, &in, &out, where)) {
@@ -726,9 +737,9 @@ static void check_transpose(cursor *c, subject *s, const arrays *res, int n_out,
         ct_in.a[i] = oly_array_retain(res->a[n_out + i]);
     }
     for (int i = n_res; i < n_res + n_lin; i++)
-        if (!(lin_in.a[i] = make_array(c, oly_program_input_aval(lin, i), true))) goto done;
+        if (!(lin_in.a[i] = make_array(c, oly_program_input_aval(lin, i), TAME))) goto done;
     for (int k = 0; k < m; k++)
-        if (!(ct_in.a[n_res + k] = make_array(c, oly_program_output_aval(lin, k), true))) goto done;
+        if (!(ct_in.a[n_res + k] = make_array(c, oly_program_output_aval(lin, k), TAME))) goto done;
     if (!run(lin, &lin_in, &lv, "linearize (linear)") || !run(ct, &ct_in, &ltc, "transpose"))
         goto done;
     double lre = 0, rre = 0, scale = 0, nct = 0, nlv = 0, nltc = 0, nv = 0;
@@ -763,6 +774,83 @@ done:
     arrays_free(&ltc);
 }
 
+/* p(x + h v) - p(x - h v) over 2h: the jvp program q's tangents (inputs of
+ * s, tangents v drawn here) must agree with central differences, for float64
+ * programs on SMOOTH inputs. */
+static void check_jvp(cursor *c, subject *s, oly_program *q, const bool *nz_in,
+                      const bool *nz_out)
+{
+    const double h = 1e-6;
+    oly_program *p = s->p;
+    int n_in = oly_program_num_inputs(p), n_out = oly_program_num_outputs(p);
+    arrays qin = {0, NULL}, qout = {0, NULL}, lo = {0, NULL}, hi = {0, NULL};
+    arrays flo = {0, NULL}, fhi = {0, NULL};
+    int n_q = oly_program_num_inputs(q);
+    if (!arrays_init(&qin, n_q) || !arrays_init(&lo, n_in) || !arrays_init(&hi, n_in)) goto done;
+    for (int i = 0, t = n_in; i < n_in; i++) {
+        const oly_aval *a = oly_program_input_aval(p, i);
+        qin.a[i] = oly_array_retain(s->in.a[i]);
+        if (!nz_in[i]) {
+            lo.a[i] = oly_array_retain(s->in.a[i]);
+            hi.a[i] = oly_array_retain(s->in.a[i]);
+            continue;
+        }
+        if (t >= n_q || !(qin.a[t] = make_array(c, a, SMOOTH))) goto done;
+        if (a->dtype != OLY_FLOAT64) { /* an integer tangent is ignored */
+            lo.a[i] = oly_array_retain(s->in.a[i]);
+            hi.a[i] = oly_array_retain(s->in.a[i]);
+            t++;
+            continue;
+        }
+        int64_t n = oly_aval_size(a);
+        double *bl = malloc(sizeof(double) * (size_t)(n + 1)), *bh = malloc(sizeof(double) * (size_t)(n + 1));
+        const double *x = oly_array_data(s->in.a[i]), *v = oly_array_data(qin.a[t]);
+        bool ok = bl && bh;
+        for (int64_t e = 0; ok && e < n; e++) {
+            bl[e] = x[e] - h * v[e];
+            bh[e] = x[e] + h * v[e];
+        }
+        ok = ok && oly_array_from_data(a, bl, &lo.a[i]) == OLY_OK &&
+             oly_array_from_data(a, bh, &hi.a[i]) == OLY_OK;
+        free(bl);
+        free(bh);
+        if (!ok) goto done;
+        t++;
+    }
+    if (!run(q, &qin, &qout, "jvp") || !run(p, &lo, &flo, "jvp (x - h v)") ||
+        !run(p, &hi, &fhi, "jvp (x + h v)"))
+        goto done;
+    for (int j = 0, t = n_out; j < n_out; j++) {
+        if (!nz_out[j]) continue;
+        int k = t++;
+        const oly_aval *a = oly_program_output_aval(p, j);
+        if (a->dtype != OLY_FLOAT64 || k >= qout.n) continue;
+        int64_t n = oly_aval_size(a);
+        const double *tan = oly_array_data(qout.a[k]), *fl = oly_array_data(flo.a[j]),
+                     *fh = oly_array_data(fhi.a[j]), *f = oly_array_data(s->out.a[j]);
+        for (int64_t e = 0; e < n; e++) {
+            double fd = (fh[e] - fl[e]) / (2 * h);
+            if (!isfinite(fd) || !isfinite(tan[e]) || !isfinite(f[e])) continue;
+            if (fabs(fd - tan[e]) > 1e-4 * (1 + fabs(fd) + fabs(f[e]))) {
+                char buf[1024], *text = NULL;
+                if (oly_program_print(p, &text) != OLY_OK) text = NULL;
+                snprintf(buf, sizeof buf, "output %d [%lld]: jvp %.9g, differences %.9g\n%s", j,
+                         (long long)e, tan[e], fd, text ? text : "(unprintable)");
+                free(text);
+                defect("jvp disagrees with finite differences", "oly_program_jvp", buf);
+                goto done;
+            }
+        }
+    }
+done:
+    arrays_free(&qin);
+    arrays_free(&qout);
+    arrays_free(&lo);
+    arrays_free(&hi);
+    arrays_free(&flo);
+    arrays_free(&fhi);
+}
+
 static void fuzz_transforms(cursor *c, subject *s)
 {
     oly_program *p = s->p;
@@ -790,8 +878,10 @@ static void fuzz_transforms(cursor *c, subject *s)
     if (check_status(oly_program_jvp(p, nz_in, &q, nz_out), "oly_program_jvp", NULL)) {
         if (oly_program_num_inputs(q) != n_in + n_nz)
             defect("jvp: input count is not primals + nonzero tangents", "oly_program_jvp", NULL);
-        else if (verified(q, "jvp"))
+        else if (verified(q, "jvp")) {
             run_transformed(c, s, q, n_out, "jvp", NULL);
+            if (s->ran && s->vals == SMOOTH && s->f64) check_jvp(c, s, q, nz_in, nz_out);
+        }
         oly_program_release(q);
         q = NULL;
     }
@@ -849,7 +939,7 @@ static void fuzz_eager(cursor *c, state *st)
         for (int i = 0; i < e->n_in && made; i++) {
             oly_aval a = e->in[i];
             a.weak = false;
-            made = (in[i] = make_array(c, &a, false)) != NULL;
+            made = (in[i] = make_array(c, &a, WILD)) != NULL;
         }
         oly_error_clear();
         if (made && check_status(oly_apply(e->p, psize > 0 ? e->params : NULL, in, e->n_in, out,
@@ -934,6 +1024,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cursor *c = &cur;
     state st;
     memset(&st, 0, sizeof st);
+    st.all_f64 = true;
     oly_program *prog = NULL;
 
     bool x64_before = oly_x64_enabled();
@@ -1018,13 +1109,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     subject sub;
     memset(&sub, 0, sizeof sub);
     sub.p = prog;
-    sub.tame = (byte(c) & 3u) != 0;
+    unsigned vb = byte(c) % 4u;
+    sub.tame = vb != 0;
+    sub.vals = vb == 0 ? WILD : vb == 3 ? SMOOTH : TAME;
+    sub.f64 = st.all_f64;
     sub.tol = st.tol;
     if (st.total_elems <= RUN_LIMIT && io_elems(prog) <= RUN_LIMIT &&
         arrays_init(&sub.in, oly_program_num_inputs(prog))) {
         bool made = true;
         for (int i = 0; i < sub.in.n && made; i++)
-            made = (sub.in.a[i] = make_array(c, oly_program_input_aval(prog, i), sub.tame)) != NULL;
+            made = (sub.in.a[i] = make_array(c, oly_program_input_aval(prog, i), sub.vals)) != NULL;
         sub.ran = made && run(prog, &sub.in, &sub.out, "program");
         arrays again = {0, NULL};
         if (sub.ran && run(prog, &sub.in, &again, "program (cached)"))
