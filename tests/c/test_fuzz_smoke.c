@@ -12,8 +12,9 @@ extern int oly_test_failed;
 
 enum { SMOKE_RUNS = 5000, SMOKE_MAX_LEN = 256 };
 
-/* Known library defects the smoke run steps around (each names the defect;
- * tests/fuzz/crashes/ holds the reproducers). */
+/* Primitives with a known library defect the smoke run steps around, each
+ * with a comment naming the defect and its reproducer under tests/fuzz/crashes/
+ * (none today). */
 static const char *const smoke_skip[] = {NULL};
 
 static int smoke_defects;

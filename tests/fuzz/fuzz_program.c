@@ -69,6 +69,7 @@ static bool check_status(oly_status s, const char *where, const char *prim)
 typedef struct {
     const uint8_t *p;
     size_t n, i;
+    int64_t serial; /* SMOOTH values drawn so far */
 } cursor;
 
 /* The next byte, 0 past the end: every byte string is a valid program. */
@@ -138,8 +139,12 @@ static oly_scalar make_tame_scalar(cursor *c, oly_dtype t, bool smooth)
     else if (oly_dtype_is_complex(t)) {
         s.v.c[0] = F[k];
         s.v.c[1] = F[byte(c) % 8u];
-    } else
+    } else {
         s.v.f = F[k];
+        /* distinct values: no ties for max, min, cummin and argmax, where a
+         * JVP may split the tangent and a difference picks one side */
+        if (smooth) s.v.f += 1.41421356e-3 * (double)++c->serial;
+    }
     return s;
 }
 
@@ -1020,7 +1025,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     oly_prim_foreach(keep_prim, &prims);
     if (prims.n == 0) return 0;
 
-    cursor cur = {data, size, 0};
+    cursor cur = {data, size, 0, 0};
     cursor *c = &cur;
     state st;
     memset(&st, 0, sizeof st);
