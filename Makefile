@@ -30,7 +30,7 @@ INPLACE_EXT := python/olympus/_core$(EXT_SUFFIX)
 HEADERS   := include/olympus.h src/internal.h $(wildcard src/*/*.h src/prims/prims.def) \
              $(wildcard python/olympus/_core/*.h)
 
-.PHONY: all deps test test-c test-python check-layers demo asan tsan clean bench examples-c
+.PHONY: all deps test test-c test-python check-layers demo asan tsan fuzz clean bench examples-c
 all: $(BUILD)/libolympus.a $(BUILD)/libolympus.so $(EXT) $(C_EXAMPLES) \
      $(if $(filter build,$(BUILD)),$(INPLACE_EXT))
 
@@ -61,6 +61,9 @@ $(BUILD)/libolympus.so: $(LIB_OBJ)
 # exports only PyInit__core.
 $(EXT): $(EXT_OBJ) $(BUILD)/libolympus.a
 	$(CC) -shared $(SAN) -Wl,--exclude-libs,ALL -o $@ $(EXT_OBJ) $(BUILD)/libolympus.a $(LDLIBS)
+
+# The fuzz smoke test compiles the fuzz target in.
+$(BUILD)/tests/c/test_fuzz_smoke.o: tests/fuzz/fuzz_program.c
 
 $(BUILD)/test_c: $(TEST_OBJ) $(BUILD)/libolympus.a
 	$(CC) $(SAN) -o $@ $(TEST_OBJ) $(BUILD)/libolympus.a $(LDLIBS)
@@ -106,6 +109,24 @@ asan: deps
 tsan: deps
 	$(MAKE) BUILD=build-tsan SAN="-fsanitize=thread" OPT=-O1 build-tsan/test_c
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/test_c
+
+# libFuzzer over the builder, verifier, transforms and executor: the library and
+# tests/fuzz/fuzz_program.c built with clang, ASan and UBSan, run FUZZ_SECONDS.
+# New inputs go to build-fuzz/corpus, crashes to build-fuzz/crash-*; replay one
+# with `build-fuzz/fuzz_program FILE`.
+FUZZ_SECONDS ?= 60
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+fuzz:
+	@bash scripts/install-deps.sh clang
+	$(MAKE) BUILD=build-fuzz CC=clang WERROR= OPT=-O1 \
+	  SAN="$(FUZZ_SAN) -fsanitize=fuzzer-no-link" build-fuzz/fuzz_program
+	@mkdir -p build-fuzz/corpus
+	build-fuzz/fuzz_program -max_total_time=$(FUZZ_SECONDS) -max_len=256 -len_control=0 -timeout=20 \
+	  -artifact_prefix=build-fuzz/ build-fuzz/corpus tests/fuzz/corpus
+
+build-fuzz/fuzz_program: tests/fuzz/fuzz_program.c build-fuzz/libolympus.a include/olympus.h
+	clang -std=c11 -O1 -g $(FUZZ_SAN) -fsanitize=fuzzer -Iinclude -o $@ $< \
+	  build-fuzz/libolympus.a $(LDLIBS)
 
 bench: deps
 	@bash scripts/install-deps.sh python3-numba python3-cffi
