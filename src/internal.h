@@ -118,10 +118,23 @@ struct oly_program {
     oly_eqn *eqn;
     oly_atom *out;
     uint32_t effects;           /* union over eqns */
-    _Atomic(void *) exe;        /* owned: the cached CPU executable (exec/cpu) */
+    _Atomic(void *) exec_slot;  /* owned through exec_slot_free: the executor's cache
+                                   (oly__program_cache_set); ir never looks inside */
+    void (*exec_slot_free)(void *); /* set with exec_slot, called by the last release */
     oly_aval *out_aval;         /* arena: the n_out output avals (literals too); NULL in
                                    hand-built programs */
 };
+
+/* The executor's cache slot of p: NULL until oly__program_cache_set filled it.
+ * Thread-safe (acquire load); borrowed, lives as long as p. */
+static inline void *oly__program_cache_get(oly_program *p)
+{
+    return atomic_load_explicit(&p->exec_slot, memory_order_acquire);
+}
+/* Fills p's empty cache slot with ptr (owned from then on: p's last release
+ * calls dtor(ptr)). Returns what the slot holds: ptr, or the value another
+ * thread set first, in which case ptr stays the caller's to free. Thread-safe. */
+void *oly__program_cache_set(oly_program *p, void *ptr, void (*dtor)(void *));
 
 /* Effects of an equation: the prim's rule (or 0) united with its subprograms'. */
 uint32_t oly__eqn_effects(const oly_prim *p, const void *params, oly_program *const *subs, int n_sub);
@@ -145,7 +158,34 @@ typedef struct oly_shape_ctx {
  * primitive, what was expected and what was seen. */
 typedef oly_status (*oly_shape_rule)(const oly_shape_ctx *ctx, oly_aval *out);
 
-typedef struct oly_run oly_run; /* one execution of a program (exec/) */
+typedef struct oly_run oly_run; /* one execution of a program (opaque outside exec/) */
+typedef struct oly_exe oly_exe; /* a compiled program (opaque outside exec/) */
+
+/* A nested program made ready for many runs (loop bodies) by
+ * oly_exec_ops.prepare: kernels keep it on their stack and only hand it back
+ * to the ops; the fields belong to exec/. Zeroed means "not prepared". */
+typedef struct oly_exec_prep {
+    const oly_exe *exe;         /* borrowed: lives as long as the program */
+    void *rs;                   /* owned until prepared_done: exec's run state */
+} oly_exec_prep;
+
+/* How a kernel runs nested programs (cond branches, loop bodies, pjit): the
+ * executor fills this table in (src/exec/run.c) and hands it to every kernel
+ * in oly_kernel_ctx.exec, so kernels never name the executor. Every run is
+ * nested in ctx->run (depth-bounded) on ctx->device; buffers are dense C-order
+ * with p's input and output avals, outputs preallocated by the caller.
+ *   run: one run of p.
+ *   prepare: p's executable and a run state taken once for many runs by the
+ *     calling kernel's thread; prepared_run runs it (no lookups, no
+ *     allocation in steady state); prepared_done gives the state back and is
+ *     harmless on a zeroed or failed prep. */
+typedef struct oly_exec_ops {
+    oly_status (*run)(oly_run *run, oly_program *p, int device, const void *const *in,
+                      void *const *out);
+    oly_status (*prepare)(const oly_run *parent, oly_program *p, int device, oly_exec_prep *out);
+    oly_status (*prepared_run)(const oly_exec_prep *pr, const void *const *in, void *const *out);
+    void (*prepared_done)(oly_exec_prep *pr);
+} oly_exec_ops;
 
 /* What a CPU kernel sees: dense C-order buffers. ith/nth split the work
  * between threads (nth == 1 today). Literal inputs arrive as 0-d buffers. */
@@ -159,7 +199,11 @@ typedef struct oly_kernel_ctx {
     void *const *out;
     const oly_aval *out_aval;
     int ith, nth;
-    oly_run *run;
+    int device;                 /* the device this run is on */
+    oly_run *run;               /* borrowed: the run, only to hand back to exec's ops
+                                   (NULL when a test calls a kernel directly) */
+    const oly_exec_ops *exec;   /* borrowed (static): runs nested programs; NULL
+                                   when a test calls a kernel directly */
     /* The inputs as arrays, only for rows with wants_arrays (callbacks): the
      * host function may retain them. NULL otherwise. */
     oly_array *const *in_array;
@@ -273,17 +317,11 @@ uint16_t oly__float_to_half(float f);
 float oly__bf16_to_float(uint16_t h);
 uint16_t oly__float_to_bf16(float f);
 
-/* ---------------------------------------------------------------- execution */
+/* ---------------------------------------------------------------- devices */
 
-/* Runs p with raw input and output buffers (outputs preallocated by the
- * caller with p's output avals). Used by oly_program_run and by kernels of
- * primitives holding nested programs. run may be NULL at top level. */
-oly_status oly__exec_run_raw(oly_run *run, oly_program *p, int device, const void *const *in,
-                             void *const *out);
-/* The device of a run. */
-int oly__run_device(const oly_run *run);
-/* Frees a program's cached executable (called by oly_program_release). */
-void oly__exec_free(void *exe);
+/* OLYMPUS_NUM_CPU_DEVICES's value as a device count: 1 when s is NULL, empty
+ * or not an integer in [1, 1024] (src/rt/device.c). */
+int oly__parse_device_count(const char *s);
 
 /* ---------------------------------------------------------------- primitive helpers */
 

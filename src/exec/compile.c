@@ -5,7 +5,8 @@
  * reused; an in-place row may write output 0 over a dying input 0. Values a
  * host function may keep (callback arguments) get their own arrays instead,
  * and program outputs are written straight into the caller's buffers. The
- * executable is cached in program->exe (set once, by compare-and-swap). */
+ * executable is cached in the program's exec slot (oly__program_cache_set:
+ * set once, by compare-and-swap, freed with the program). */
 #include "exec/exec.h"
 
 /* ---------------------------------------------------------------- allocator */
@@ -338,19 +339,12 @@ fail:
 
 oly_status oly__exec_get(oly_program *p, const oly_exe **out)
 {
-    void *cur = atomic_load_explicit(&p->exe, memory_order_acquire);
+    void *cur = oly__program_cache_get(p);
     if (!cur) {
         oly_exe *mine = NULL;
         OLY_TRY(compile(p, &mine));
-        void *expected = NULL;
-        if (atomic_compare_exchange_strong_explicit(&p->exe, &expected, mine,
-                                                    memory_order_acq_rel,
-                                                    memory_order_acquire)) {
-            cur = mine;
-        } else {
-            oly__exec_free(mine); /* another thread won; use its executable */
-            cur = expected;
-        }
+        cur = oly__program_cache_set(p, mine, oly__exec_free);
+        if (cur != mine) oly__exec_free(mine); /* another thread won; use its executable */
     }
     *out = cur;
     return OLY_OK;

@@ -60,7 +60,7 @@ typedef struct oly_own {
     size_t nbytes;
 } oly_own;
 
-typedef struct oly_exe {
+struct oly_exe {
     oly_program *prog;          /* borrowed: the exe is owned by the program */
     uint32_t n_vars;
     uint32_t n_slots;           /* n_vars + n_lit: size of a run's value tables */
@@ -88,7 +88,7 @@ typedef struct oly_exe {
     int *patch;                 /* owned: positions in refs naming an input or an
                                  * OLY_LOC_OUT var (their pointers change per run) */
     oly_aval *avals;            /* owned: storage behind the steps' avals */
-} oly_exe;
+};
 
 /* One execution of a program; nested runs point at their parent. */
 struct oly_run {
@@ -113,23 +113,21 @@ void oly__exec_drop_spare(oly_exe *exe);
 oly_status oly__exec_run(oly_run *parent, const oly_exe *exe, int device, const void *const *in,
                          oly_array *const *in_arrays, void *const *out);
 
-/* A nested program made ready for many runs (loop bodies): its executable
- * and a run state taken once, nested in the parent run given to
- * oly__exec_prepare. Used by one thread, inside the parent's kernel; each
- * prepared run is oly__exec_run_raw's run without the lookups. */
-typedef struct oly_exec_prep {
-    const oly_exe *exe;
-    void *rs;                   /* run.c's run state; NULL when not prepared */
-} oly_exec_prep;
+/* The ops kernels run nested programs with (oly_kernel_ctx.exec; run.c). */
+extern const oly_exec_ops oly__exec_ops;
 
+/* Runs p with raw input and output buffers (outputs preallocated by the
+ * caller with p's output avals); run may be NULL at top level. */
+oly_status oly__exec_run_raw(oly_run *run, oly_program *p, int device, const void *const *in,
+                             void *const *out);
+/* Makes p ready for many runs nested in parent (oly_exec_ops.prepare). Each
+ * prepared run is oly__exec_run_raw's run without the lookups. */
 oly_status oly__exec_prepare(const oly_run *parent, oly_program *p, int device, oly_exec_prep *out);
 oly_status oly__exec_prepared_run(const oly_exec_prep *pr, const void *const *in, void *const *out);
 /* Gives the run state back; harmless on a zeroed or failed prep. */
 void oly__exec_prepared_done(oly_exec_prep *pr);
-
-/* OLYMPUS_NUM_CPU_DEVICES's value as a device count: 1 when s is NULL, empty
- * or not an integer in [1, 1024] (src/rt/device.c). */
-int oly__parse_device_count(const char *s);
+/* Frees a program's executable (the destructor of its exec slot). */
+void oly__exec_free(void *exe);
 
 /* Test queries. */
 /* Scratch bytes a run of p uses, and the sum of its intermediates' sizes. */

@@ -12,8 +12,6 @@
  * through top-level runs, so it is still bounded. */
 static _Thread_local int thread_depth;
 
-int oly__run_device(const oly_run *run) { return run ? run->device : 0; }
-
 /* The state of one run: value tables, every step's kernel context with its
  * pointer tables, scratch, and the arrays the run holds (OWN vars and input
  * copies), in one allocation plus the scratch block. A run takes the
@@ -37,6 +35,7 @@ typedef struct run_state {
     unsigned char *scratch;     /* owned (aligned_alloc); NULL when no scratch */
     int n_missing;              /* entries of own[0, n_own) that are NULL */
     int device;                 /* the device stamped on the held arrays */
+    int ctx_device;             /* the device written into every ctx[i].device */
     bool resolved;              /* ptr and parr are valid for every stable slot */
 } run_state;
 
@@ -112,7 +111,9 @@ static run_state *state_new(const oly_exe *exe)
             .out_aval = s->out_aval,
             .ith = 0,
             .nth = 1,
+            .device = 0,
             .run = &rs->run,
+            .exec = &oly__exec_ops,
             .in_array = e->prim->wants_arrays ? rs->parr + in_pos : NULL,
         };
     }
@@ -135,6 +136,10 @@ static run_state *state_take(const oly_exe *exe, const oly_run *parent, int devi
                               : NULL;
     if (!rs && !(rs = state_new(exe))) return NULL;
     rs->run = (oly_run){parent, device, depth};
+    if (rs->ctx_device != device) { /* rare: the same program run on another device */
+        for (int i = 0; i < exe->n_step; i++) rs->ctx[i].device = device;
+        rs->ctx_device = device;
+    }
     return rs;
 }
 
@@ -316,6 +321,13 @@ oly_status oly__exec_run_raw(oly_run *run, oly_program *p, int device, const voi
     OLY_TRY(oly__exec_get(p, &exe));
     return oly__exec_run(run, exe, device, in, NULL, out);
 }
+
+const oly_exec_ops oly__exec_ops = {
+    .run = oly__exec_run_raw,
+    .prepare = oly__exec_prepare,
+    .prepared_run = oly__exec_prepared_run,
+    .prepared_done = oly__exec_prepared_done,
+};
 
 static oly_status check_input(const oly_program *p, int i, const oly_array *a)
 {

@@ -50,7 +50,7 @@ oly_status oly__call_shape(const oly_shape_ctx *ctx, oly_aval *out)
 
 oly_status oly__call_kernel(const oly_kernel_ctx *ctx)
 {
-    return oly__exec_run_raw(ctx->run, ctx->eqn->sub[0], oly__run_device(ctx->run), ctx->in,
+    return ctx->exec->run(ctx->run, ctx->eqn->sub[0], ctx->device, ctx->in,
                              ctx->out);
 }
 

@@ -17,7 +17,6 @@
  *   jvp    pure/io: errors naming custom_jvp; debug: called on primals only.
  *   transpose  pure/io: errors; debug: nothing (no cotangents, no call). */
 #include "trans/trans.h"
-#include "exec/exec.h"
 
 static const char *const vmap_names[] = {
     "none", "sequential", "sequential_unrolled", "expand_dims", "broadcast_all",
@@ -93,12 +92,11 @@ static uint32_t debug_effects(const void *params)
 }
 
 /* The frame is built from the step's context; kind is the primitive's name (a
- * constant per kernel) and the device read from the run inline (exec/exec.h). */
+ * constant per kernel) and the device from the context. */
 static inline oly_status callback_call(const oly_kernel_ctx *ctx, const char *kind)
 {
     const oly_params_callback *pc = ctx->params;
     oly_host_fn *fn = pc->callback;
-    const oly_run *run = ctx->run;
     oly_callback_frame frame = {
         .n_args = ctx->n_in,
         .args = ctx->in,
@@ -107,7 +105,7 @@ static inline oly_status callback_call(const oly_kernel_ctx *ctx, const char *ki
         .n_results = ctx->n_out,
         .results = ctx->out,
         .result_avals = ctx->out_aval,
-        .device = run ? run->device : 0,
+        .device = ctx->device,
         .kind = kind,
     };
     oly_status st = fn->call(fn->user, &frame);

@@ -1,6 +1,6 @@
 /* control.c — control flow: cond, while and scan, rows holding nested programs
  * (conventions in olympus.h next to their params). Kernels run the nested
- * programs on the same run (loops prepare theirs once: oly__exec_prepare):
+ * programs on the same run (loops prepare theirs once: ctx->exec->prepare):
  * loop carries are double-buffered, scan slices xs and writes ys by byte
  * offsets. Effects are the union of the bodies' (oly__eqn_effects), so an
  * effectful body keeps the loop alive through DCE. Transform rules work on
@@ -9,7 +9,6 @@
  * carries are batched, have nonzero tangents or are unknown by a fixpoint over
  * the body. */
 #include "trans/trans.h"
-#include "exec/exec.h"
 
 /* ---------------------------------------------------------------- params */
 
@@ -244,7 +243,7 @@ static oly_status cond_kernel(const oly_kernel_ctx *ctx)
     int64_t n = ctx->eqn->n_sub, i = ix.v.i;
     if (ctx->in_aval[0].dtype == OLY_BOOL) i = ix.v.i != 0;
     i = i < 0 ? 0 : i >= n ? n - 1 : i; /* lax.switch clamps */
-    return oly__exec_run_raw(ctx->run, ctx->eqn->sub[i], oly__run_device(ctx->run), ctx->in + 1,
+    return ctx->exec->run(ctx->run, ctx->eqn->sub[i], ctx->device, ctx->in + 1,
                              ctx->out);
 }
 
@@ -279,7 +278,7 @@ static void carries_free(carries *c)
 }
 
 /* Loops resolve each nested program's executable and take its run state once
- * (oly__exec_prepare), then run it per iteration with prebuilt pointer
+ * (ctx->exec->prepare), then run it per iteration with prebuilt pointer
  * tables: one per parity, so the double-buffered carries swap by switching
  * tables rather than by rewriting them. */
 static oly_status while_kernel(const oly_kernel_ctx *ctx)
@@ -287,7 +286,7 @@ static oly_status while_kernel(const oly_kernel_ctx *ctx)
     const oly_params_while *pw = ctx->params;
     int cn = (int)pw->cond_nconsts, bn = (int)pw->body_nconsts, nc = ctx->n_out;
     oly_program *cp = ctx->eqn->sub[0], *bp = ctx->eqn->sub[1];
-    int dev = oly__run_device(ctx->run);
+    int dev = ctx->device;
     carries c = {0};
     oly_exec_prep cprep = {0}, bprep = {0};
     /* cin[par], bin[par] read carries set par (0: a, 1: b); the body writes
@@ -296,8 +295,8 @@ static oly_status while_kernel(const oly_kernel_ctx *ctx)
     const void **tab = oly__calloc(2 * (nci + nbi) + 1, sizeof *tab);
     oly_status s = tab ? carries_new(&c, nc, ctx->out_aval) : OLY_ERR_NOMEM;
     if (s != OLY_OK) goto done;
-    if ((s = oly__exec_prepare(ctx->run, cp, dev, &cprep)) != OLY_OK) goto done;
-    if ((s = oly__exec_prepare(ctx->run, bp, dev, &bprep)) != OLY_OK) goto done;
+    if ((s = ctx->exec->prepare(ctx->run, cp, dev, &cprep)) != OLY_OK) goto done;
+    if ((s = ctx->exec->prepare(ctx->run, bp, dev, &bprep)) != OLY_OK) goto done;
     const void **cin[2] = {tab, tab + nci}, **bin[2] = {tab + 2 * nci, tab + 2 * nci + nbi};
     void **bout[2] = {c.b, c.a};
     for (int par = 0; par < 2; par++) {
@@ -312,9 +311,9 @@ static oly_status while_kernel(const oly_kernel_ctx *ctx)
     for (;;) {
         bool pred = false;
         void *pout[1] = {&pred};
-        if ((s = oly__exec_prepared_run(&cprep, cin[par], pout)) != OLY_OK) goto done;
+        if ((s = ctx->exec->prepared_run(&cprep, cin[par], pout)) != OLY_OK) goto done;
         if (!pred) break;
-        if ((s = oly__exec_prepared_run(&bprep, bin[par], bout[par])) != OLY_OK) goto done;
+        if ((s = ctx->exec->prepared_run(&bprep, bin[par], bout[par])) != OLY_OK) goto done;
         par ^= 1;
     }
     {
@@ -322,8 +321,8 @@ static oly_status while_kernel(const oly_kernel_ctx *ctx)
         for (int k = 0; k < nc; k++) memcpy(ctx->out[k], cur[k], oly_aval_nbytes(&ctx->out_aval[k]));
     }
 done:
-    oly__exec_prepared_done(&bprep);
-    oly__exec_prepared_done(&cprep);
+    ctx->exec->prepared_done(&bprep);
+    ctx->exec->prepared_done(&cprep);
     carries_free(&c);
     free(tab);
     return s;
@@ -336,7 +335,7 @@ static oly_status scan_kernel(const oly_kernel_ctx *ctx)
     int ny = ctx->n_out - nc;
     int64_t len = ps->length;
     oly_program *bp = ctx->eqn->sub[0];
-    int dev = oly__run_device(ctx->run);
+    int dev = ctx->device;
     carries c = {0};
     oly_exec_prep prep = {0};
     size_t ni = (size_t)ctx->n_in, no = (size_t)ctx->n_out;
@@ -346,7 +345,7 @@ static oly_status scan_kernel(const oly_kernel_ctx *ctx)
     size_t *xb = oly__calloc((size_t)nx + 1, sizeof *xb), *yb = oly__calloc((size_t)ny + 1, sizeof *yb);
     oly_status s = intab && outtab && xb && yb ? carries_new(&c, nc, ctx->out_aval) : OLY_ERR_NOMEM;
     if (s != OLY_OK) goto done;
-    if (len > 0 && (s = oly__exec_prepare(ctx->run, bp, dev, &prep)) != OLY_OK) goto done;
+    if (len > 0 && (s = ctx->exec->prepare(ctx->run, bp, dev, &prep)) != OLY_OK) goto done;
     for (int j = 0; j < nx && len > 0; j++)
         xb[j] = oly_aval_nbytes(&ctx->in_aval[nk + nc + j]) / (size_t)len;
     for (int j = 0; j < ny && len > 0; j++)
@@ -370,7 +369,7 @@ static oly_status scan_kernel(const oly_kernel_ctx *ctx)
         for (int j = 0; j < nx; j++)
             ip[nk + nc + j] = (const unsigned char *)ctx->in[nk + nc + j] + (size_t)t * xb[j];
         for (int j = 0; j < ny; j++) op[nc + j] = (unsigned char *)ctx->out[nc + j] + (size_t)t * yb[j];
-        if ((s = oly__exec_prepared_run(&prep, ip, op)) != OLY_OK) goto done;
+        if ((s = ctx->exec->prepared_run(&prep, ip, op)) != OLY_OK) goto done;
         par ^= 1;
     }
     {
@@ -378,7 +377,7 @@ static oly_status scan_kernel(const oly_kernel_ctx *ctx)
         for (int k = 0; k < nc; k++) memcpy(ctx->out[k], cur[k], oly_aval_nbytes(&ctx->out_aval[k]));
     }
 done:
-    oly__exec_prepared_done(&prep);
+    ctx->exec->prepared_done(&prep);
     carries_free(&c);
     free(intab);
     free(outtab);

@@ -136,7 +136,7 @@ static oly_status call_like_shape(const oly_shape_ctx *ctx, oly_aval *out)
 
 static oly_status call_like_kernel(const oly_kernel_ctx *ctx)
 {
-    return oly__exec_run_raw(ctx->run, ctx->eqn->sub[0], oly__run_device(ctx->run), ctx->in,
+    return ctx->exec->run(ctx->run, ctx->eqn->sub[0], ctx->device, ctx->in,
                              ctx->out);
 }
 

@@ -1,7 +1,7 @@
 /* device.c — the CPU devices: OLYMPUS_NUM_CPU_DEVICES (default 1) of them,
  * read once. Execution is synchronous on the calling thread, so the effects
  * barrier has nothing to wait for yet. */
-#include "exec/exec.h"
+#include "internal.h"
 
 #include <errno.h>
 

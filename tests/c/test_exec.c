@@ -538,7 +538,7 @@ TEST(exec_threads_share_a_program)
     pthread_t th[T];
     thread_job jobs[T];
     /* Not compiled yet: the threads race to compile and cache it. */
-    CHECK(atomic_load(&p->exe) == NULL);
+    CHECK(oly__program_cache_get(p) == NULL);
     for (int i = 0; i < T; i++) {
         jobs[i] = (thread_job){p, i, 0};
         CHECK_EQ(pthread_create(&th[i], NULL, thread_main, &jobs[i]), 0);
