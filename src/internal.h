@@ -204,7 +204,7 @@ typedef struct oly_kernel_ctx {
                                    (NULL when a test calls a kernel directly) */
     const oly_exec_ops *exec;   /* borrowed (static): runs nested programs; NULL
                                    when a test calls a kernel directly */
-    /* The inputs as arrays, only for rows with wants_arrays (callbacks): the
+    /* The inputs as arrays, only for kernels with wants_arrays (callbacks): the
      * host function may retain them. NULL otherwise. */
     oly_array *const *in_array;
 } oly_kernel_ctx;
@@ -258,10 +258,7 @@ struct oly_prim {
     const oly_param_field *fields;
     int n_fields;
     oly_shape_rule shape;
-    oly_kernel_fn kernel;       /* CPU */
     uint32_t (*effects)(const void *params); /* NULL: effect-free */
-    bool inplace_ok;            /* output 0 may share input 0's buffer (elementwise) */
-    bool wants_arrays;          /* kernel needs ctx->in_array (values escape to host code) */
     oly_batch_rule batch;
     oly_jvp_rule jvp;
     oly_transpose_rule transpose;
@@ -273,6 +270,14 @@ struct oly_prim {
 #define OLY_PRIM(name) extern const oly_prim oly__prim_##name;
 #include "prims/prims.def"
 #undef OLY_PRIM
+
+/* The rows of prims.def by position: OLY_PRIM_ID_<name>. */
+typedef enum oly_prim_id {
+#define OLY_PRIM(name) OLY_PRIM_ID_##name,
+#include "prims/prims.def"
+#undef OLY_PRIM
+    OLY_PRIM_ID_COUNT
+} oly_prim_id;
 
 /* Registry (src/prims/prims.c): every row of prims.def. */
 const oly_prim *oly__prim_at(int i);
@@ -317,6 +322,32 @@ uint16_t oly__float_to_half(float f);
 float oly__bf16_to_float(uint16_t h);
 uint16_t oly__float_to_bf16(float f);
 
+/* ---------------------------------------------------------------- CPU kernels (src/cpu) */
+
+/* How the CPU backend runs one row. The row (oly_prim) says what a primitive
+ * means; this says how it executes here, so the buffer facts live beside the
+ * kernel they describe rather than in the row: another backend may well fuse
+ * or alias differently, and the rule drivers never need them. */
+typedef struct oly_cpu_kernel {
+    oly_kernel_fn fn;           /* NULL: no CPU kernel */
+    bool inplace_ok;            /* output 0 may share input 0's buffer (elementwise) */
+    bool wants_arrays;          /* fn needs ctx->in_array (values escape to host code) */
+} oly_cpu_kernel;
+
+/* p's CPU kernel: from src/cpu's table for rows of prims.def, else what
+ * oly__cpu_register recorded; NULL when p has none. Borrowed (static).
+ * Thread-safe; a lookup, meant for compile time, not for every run. */
+const oly_cpu_kernel *oly__cpu_kernel(const oly_prim *p);
+/* The table's entry for prims.def row id (fn may be NULL); NULL out of range. */
+const oly_cpu_kernel *oly__cpu_kernel_at(int id);
+/* p's position in prims.def (OLY_PRIM_ID_*), or -1 for a row defined elsewhere. */
+int oly__prim_id(const oly_prim *p);
+/* Gives a row defined outside prims.def (tests, embedders) its CPU kernel;
+ * both are borrowed for the life of the process, and registering p again
+ * replaces its kernel. Fails (INVALID) for a prims.def row or when the small
+ * fixed table (64 rows) is full. Thread-safe. */
+oly_status oly__cpu_register(const oly_prim *p, const oly_cpu_kernel *k);
+
 /* ---------------------------------------------------------------- devices */
 
 /* OLYMPUS_NUM_CPU_DEVICES's value as a device count: 1 when s is NULL, empty
@@ -336,12 +367,23 @@ oly_status oly__check_ints(const char *who, const char *field, const oly_ints *v
 /* Fails (OLY_ERR_INVALID, naming who) unless rank dims (each >= 0) multiply to an
  * element count whose byte size fits for every dtype; the check of oly_aval_make. */
 oly_status oly__dims_check(const char *who, int rank, const int64_t *dims);
+/* dot_general's normalised dimension numbers and the derived canonical view:
+ * operands seen as (B, M, K) and (B, K, N) matrices. */
+typedef struct oly_dot_dims {
+    int nb, nc, lf, rf;             /* batch, contract, lhs free, rhs free counts */
+    int64_t lb[OLY_MAX_RANK], rb[OLY_MAX_RANK], lc[OLY_MAX_RANK], rc[OLY_MAX_RANK];
+    int64_t lfree[OLY_MAX_RANK], rfree[OLY_MAX_RANK];
+    int64_t B, M, N, K;
+} oly_dot_dims;
+/* Checks p against the operand avals and fills di; fails naming dot_general
+ * (src/prims/linalg.c; the shape rule and the kernel both use it). */
+oly_status oly__dot_general_dims(const oly_params_dot_general *p, const oly_aval *l,
+                                 const oly_aval *r, oly_dot_dims *di);
 /* The rules every row running one nested program (pjit, remat) shares: output
- * count from the hidden n_out param, the shape rule checking sub[0]'s
- * signature, and the kernel running sub[0] on the same run (call.c). */
+ * count from the hidden n_out param and the shape rule checking sub[0]'s
+ * signature (call.c; the kernel running sub[0] is src/cpu/call.c's). */
 int oly__call_num_outputs(const void *params, int n_in);
 oly_status oly__call_shape(const oly_shape_ctx *ctx, oly_aval *out);
-oly_status oly__call_kernel(const oly_kernel_ctx *ctx);
 /* The JVP rule of such a row: sub[0]'s JVP program, emitted into ctx->b by emit
  * (pjit inlines it; remat wraps it in a remat equation). */
 typedef oly_status (*oly_call_emit_fn)(oly_builder *b, const oly_eqn *eqn, oly_program *prog,

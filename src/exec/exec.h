@@ -35,7 +35,8 @@ typedef struct oly_loc {
  * n_vars, else literal in_ref[j] - n_vars. */
 typedef struct oly_step {
     const oly_eqn *eqn;         /* borrowed from the program */
-    oly_kernel_fn kernel;
+    oly_kernel_fn kernel;       /* from src/cpu's table (oly__cpu_kernel) */
+    bool wants_arrays;          /* the kernel reads ctx->in_array */
     int n_in, n_out;
     int *in_ref;                /* owned by the exe's block */
     int *out_var;               /* var ids */

@@ -114,7 +114,7 @@ static run_state *state_new(const oly_exe *exe)
             .device = 0,
             .run = &rs->run,
             .exec = &oly__exec_ops,
-            .in_array = e->prim->wants_arrays ? rs->parr + in_pos : NULL,
+            .in_array = s->wants_arrays ? rs->parr + in_pos : NULL,
         };
     }
     return rs;
@@ -240,7 +240,7 @@ run_once(run_state *rs, const oly_exe *exe, const void *const *in, oly_array *co
                 /* Host function failures keep their message (and payload)
                  * intact; nested programs have named their failing primitive
                  * already. */
-                if (st != OLY_ERR_CALLBACK && !e->prim->wants_arrays && e->n_sub == 0)
+                if (st != OLY_ERR_CALLBACK && !exe->step[i].wants_arrays && e->n_sub == 0)
                     oly__error_prefix(st, "%s", e->prim->name);
                 break;
             }

@@ -12,6 +12,8 @@
  * dtype and one shape, or one of them is rank 0 and broadcasts. */
 #include "internal.h"
 #include "trans/trans.h"
+#include "cpu/cpu.h"
+#include "cpu/simd.h"
 
 #include <complex.h>
 #include <math.h>
@@ -1023,21 +1025,6 @@ COPY_ZERO(8)
 #pragma GCC pop_options
 #define SIMD __attribute__((target("avx2,fma")))
 
-static atomic_int simd_state; /* 0: not probed yet, 1: on, 2: off */
-
-static bool simd_ok(void)
-{
-    int s = atomic_load_explicit(&simd_state, memory_order_relaxed);
-    if (s == 0) {
-        const char *e = getenv("OLYMPUS_NO_SIMD");
-        bool on = !(e && *e && strcmp(e, "0") != 0) && __builtin_cpu_supports("avx2") &&
-                  __builtin_cpu_supports("fma");
-        s = on ? 1 : 2;
-        atomic_store_explicit(&simd_state, s, memory_order_relaxed);
-    }
-    return s == 1;
-}
-
 /* fname: y[i] = VEXPR with v = x[i..i+W) as VT (W lanes of T). */
 #define V_ULOOP(fname, T, VT, W, LOAD, STORE, VEXPR)                                      \
     SIMD static void fname(const void *xv, void *yv, int64_t n)                           \
@@ -1113,12 +1100,12 @@ static bool simd_ok(void)
     V_ULOOP_F64(op##_f64_v, VD)                                                           \
     static void op##_f32(const void *x, void *y, int64_t n, const void *p)                \
     {                                                                                     \
-        if (simd_ok()) op##_f32_v(x, y, n);                                               \
+        if (oly__cpu_simd_ok()) op##_f32_v(x, y, n);                                               \
         else op##_f32_s(x, y, n, p);                                                      \
     }                                                                                     \
     static void op##_f64(const void *x, void *y, int64_t n, const void *p)                \
     {                                                                                     \
-        if (simd_ok()) op##_f64_v(x, y, n);                                               \
+        if (oly__cpu_simd_ok()) op##_f64_v(x, y, n);                                               \
         else op##_f64_s(x, y, n, p);                                                      \
     }                                                                                     \
     HALF_U(op, false)
@@ -1129,12 +1116,12 @@ static bool simd_ok(void)
     V_BLOOP_F64(op##_f64_v, VD)                                                           \
     static void op##_f32(const void *a, const void *b, void *o, int64_t n, int mode)      \
     {                                                                                     \
-        if (simd_ok()) op##_f32_v(a, b, o, n, mode);                                      \
+        if (oly__cpu_simd_ok()) op##_f32_v(a, b, o, n, mode);                                      \
         else op##_f32_s(a, b, o, n, mode);                                                \
     }                                                                                     \
     static void op##_f64(const void *a, const void *b, void *o, int64_t n, int mode)      \
     {                                                                                     \
-        if (simd_ok()) op##_f64_v(a, b, o, n, mode);                                      \
+        if (oly__cpu_simd_ok()) op##_f64_v(a, b, o, n, mode);                                      \
         else op##_f64_s(a, b, o, n, mode);                                                \
     }                                                                                     \
     HALF_B(op, false)
@@ -1259,9 +1246,9 @@ static oly_status unary_kernel(const unary_op *op, const oly_kernel_ctx *c)
     }                                                                                     \
     static oly_status op##_kernel(const oly_kernel_ctx *c) { return unary_kernel(&op##_op, c); } \
     const oly_prim oly__prim_##op = {.name = #op, .n_in = 1, .n_out = 1, .shape = op##_shape,   \
-                                     .kernel = op##_kernel, .inplace_ok = INPLACE,        \
                                      .batch = elementwise_batch, .jvp = op##_jvp,         \
-                                     .transpose = TRANSPOSE};
+                                     .transpose = TRANSPOSE};                             \
+    const oly_cpu_kernel oly__cpu_##op = {.fn = op##_kernel, .inplace_ok = INPLACE};
 #define UNARY_ROW_P(op, INPLACE, PTYPE, FIELDS, TRANSPOSE)                                \
     static oly_status op##_shape(const oly_shape_ctx *c, oly_aval *out)                   \
     {                                                                                     \
@@ -1269,11 +1256,11 @@ static oly_status unary_kernel(const unary_op *op, const oly_kernel_ctx *c)
     }                                                                                     \
     static oly_status op##_kernel(const oly_kernel_ctx *c) { return unary_kernel(&op##_op, c); } \
     const oly_prim oly__prim_##op = {.name = #op, .n_in = 1, .n_out = 1, .shape = op##_shape,   \
-                                     .kernel = op##_kernel, .inplace_ok = INPLACE,        \
                                      .params_size = sizeof(PTYPE), .fields = FIELDS,      \
                                      .n_fields = OLY_ARRAY_LEN(FIELDS),                   \
                                      .batch = elementwise_batch, .jvp = op##_jvp,         \
-                                     .transpose = TRANSPOSE};
+                                     .transpose = TRANSPOSE};                             \
+    const oly_cpu_kernel oly__cpu_##op = {.fn = op##_kernel, .inplace_ok = INPLACE};
 
 #define ACC_FLOAT "a floating-point operand"
 #define ACC_INEXACT "a floating-point or complex operand"
@@ -1553,7 +1540,7 @@ static const oly_param_field convert_fields[] = {
 const oly_prim oly__prim_convert_element_type = {
     .name = "convert_element_type", .n_in = 1, .n_out = 1,
     .params_size = sizeof(oly_params_convert), .fields = convert_fields,
-    .n_fields = OLY_ARRAY_LEN(convert_fields), .shape = convert_shape, .kernel = convert_kernel,
+    .n_fields = OLY_ARRAY_LEN(convert_fields), .shape = convert_shape,
     .batch = elementwise_batch, .jvp = convert_element_type_jvp,
     .transpose = convert_element_type_transpose,
 };
@@ -1631,9 +1618,9 @@ static oly_status binary_kernel(const binary_op *op, const oly_kernel_ctx *c)
     }                                                                                     \
     static oly_status op##_kernel(const oly_kernel_ctx *c) { return binary_kernel(&op##_op, c); } \
     const oly_prim oly__prim_##op = {.name = #op, .n_in = 2, .n_out = 1, .shape = op##_shape,   \
-                                     .kernel = op##_kernel, .inplace_ok = INPLACE,        \
                                      .batch = elementwise_batch, .jvp = op##_jvp,         \
-                                     .transpose = TRANSPOSE};
+                                     .transpose = TRANSPOSE};                             \
+    const oly_cpu_kernel oly__cpu_##op = {.fn = op##_kernel, .inplace_ok = INPLACE};
 
 #define ACC2_NUM "numeric (integer, floating-point or complex) operands"
 #define ACC2_REAL "integer or floating-point operands"
@@ -1957,6 +1944,11 @@ static oly_status select_n_kernel(const oly_kernel_ctx *c)
 }
 
 const oly_prim oly__prim_select_n = {
-    .name = "select_n", .n_in = -1, .n_out = 1, .shape = select_n_shape, .kernel = select_n_kernel,
+    .name = "select_n", .n_in = -1, .n_out = 1, .shape = select_n_shape,
     .batch = elementwise_batch, .jvp = select_n_jvp, .transpose = select_n_transpose,
 };
+
+/* CPU kernel entries of the rows above whose kernels are not generated with
+ * them (src/cpu/table.c collects every oly__cpu_<name>). */
+const oly_cpu_kernel oly__cpu_convert_element_type = {.fn = convert_kernel};
+const oly_cpu_kernel oly__cpu_select_n = {.fn = select_n_kernel};

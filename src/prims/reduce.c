@@ -11,6 +11,8 @@
  * run reduced to one value takes the AVX2 path ("SIMD runs") where it can. */
 #include "internal.h"
 #include "trans/trans.h"
+#include "cpu/cpu.h"
+#include "cpu/simd.h"
 
 #include <math.h>
 
@@ -317,21 +319,6 @@ static void combine(acc_kind k, rop op, int mode, void *accp, void *xp, int64_t 
 #include <immintrin.h>
 #define SIMD __attribute__((target("avx2,fma")))
 
-static atomic_int simd_state; /* 0: not probed yet, 1: on, 2: off */
-
-static bool simd_ok(void)
-{
-    int s = atomic_load_explicit(&simd_state, memory_order_relaxed);
-    if (s == 0) {
-        const char *e = getenv("OLYMPUS_NO_SIMD");
-        bool on = !(e && *e && strcmp(e, "0") != 0) && __builtin_cpu_supports("avx2") &&
-                  __builtin_cpu_supports("fma");
-        s = on ? 1 : 2;
-        atomic_store_explicit(&simd_state, s, memory_order_relaxed);
-    }
-    return s == 1;
-}
-
 enum { SUM_BLOCK = 1024 };
 
 SIMD static inline double hsum_pd(__m256d v)
@@ -471,7 +458,7 @@ SIMD static bool best_f64(const double *x, int64_t n, bool is_max, double *out)
  * accumulator *acc with op; false when the serial loop must do it. */
 static bool simd_run(rop op, oly_dtype t, const void *x, int64_t n, double *acc)
 {
-    if ((t != OLY_FLOAT32 && t != OLY_FLOAT64) || !simd_ok()) return false;
+    if ((t != OLY_FLOAT32 && t != OLY_FLOAT64) || !oly__cpu_simd_ok()) return false;
     bool f32 = t == OLY_FLOAT32;
     double v;
     switch (op) {
@@ -1225,9 +1212,10 @@ static const oly_param_field cumulative_fields[] = {
     const oly_prim oly__prim_##NAME = {                                                   \
         .name = #NAME, .n_in = 1, .n_out = 1, .params_size = sizeof(T),                   \
         .fields = FIELDS, .n_fields = OLY_ARRAY_LEN(FIELDS),                              \
-        .shape = NAME##_shape, .kernel = NAME##_kernel,                                   \
+        .shape = NAME##_shape,                                                            \
         .batch = BATCH, .jvp = JVP, .transpose = TRANSPOSE,                               \
-    };
+    };                                                                                    \
+    const oly_cpu_kernel oly__cpu_##NAME = {.fn = NAME##_kernel};
 
 ROW(reduce_sum, oly_params_reduce, reduce_fields, reduce_batch, linear_jvp, reduce_sum_transpose)
 ROW(reduce_prod, oly_params_reduce, reduce_fields, reduce_batch, reduce_prod_jvp, NULL)
