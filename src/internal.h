@@ -249,6 +249,17 @@ typedef oly_status (*oly_pe_rule)(oly_pe_ctx *ctx, const oly_eqn *eqn, const oly
                                   const oly_atom *unknown_in, const bool *unknown,
                                   oly_atom *known_out, oly_atom *unknown_out, bool *out_unknown);
 
+/* Rule slots of a row (oly_prim.no_rule). A NULL slot marked here is a
+ * decision ("this primitive has no such rule"), not an omission: the drivers
+ * still see NULL and report the missing rule by the primitive's name, and the
+ * row test (tests/c/test_rows.c) fails on a NULL slot left unmarked. */
+enum {
+    OLY_RULE_BATCH = 1 << 0,
+    OLY_RULE_JVP = 1 << 1,
+    OLY_RULE_TRANSPOSE = 1 << 2,
+    OLY_RULE_PARTIAL_EVAL = 1 << 3, /* NULL: the whole equation goes to the unknown side */
+};
+
 struct oly_prim {
     const char *name;
     int n_in;                   /* -1: variadic */
@@ -263,6 +274,7 @@ struct oly_prim {
     oly_jvp_rule jvp;
     oly_transpose_rule transpose;
     oly_pe_rule partial_eval;
+    unsigned no_rule;           /* OLY_RULE_* bits: slots left NULL on purpose */
 };
 
 /* Every row of prims.def, defined in its family file (the registry in prims.c

@@ -196,4 +196,5 @@ const oly_prim oly__prim_pjit = {
     .batch = call_batch,
     .jvp = call_jvp,
     .transpose = oly__call_transpose,
+    .no_rule = OLY_RULE_PARTIAL_EVAL /* jvp and transpose inline it */,
 };

@@ -364,6 +364,7 @@ const oly_prim oly__prim_pure_callback = {
     .batch = pure_batch,
     .jvp = pure_jvp,
     .transpose = pure_transpose,
+    .no_rule = OLY_RULE_PARTIAL_EVAL,
 };
 
 const oly_prim oly__prim_io_callback = {
@@ -378,6 +379,7 @@ const oly_prim oly__prim_io_callback = {
     .batch = io_batch,
     .jvp = io_jvp,
     .transpose = io_transpose,
+    .no_rule = OLY_RULE_PARTIAL_EVAL,
 };
 
 const oly_prim oly__prim_debug_callback = {
@@ -392,4 +394,5 @@ const oly_prim oly__prim_debug_callback = {
     .batch = batch_unrolled,
     .jvp = debug_jvp,
     .transpose = debug_transpose,
+    .no_rule = OLY_RULE_PARTIAL_EVAL,
 };

@@ -420,6 +420,7 @@ const oly_prim oly__prim_custom_jvp_call = {
     .shape = cjvp_shape,
     .batch = cjvp_batch,
     .jvp = cjvp_jvp,
+    .no_rule = OLY_RULE_TRANSPOSE | OLY_RULE_PARTIAL_EVAL,
 };
 
 /* ---------------------------------------------------------------- custom_vjp_call */
@@ -539,6 +540,7 @@ const oly_prim oly__prim_custom_vjp_call = {
     .shape = cvjp_shape,
     .batch = cvjp_batch,
     .jvp = cvjp_jvp,
+    .no_rule = OLY_RULE_TRANSPOSE | OLY_RULE_PARTIAL_EVAL,
 };
 
 /* ---------------------------------------------------------------- custom_lin */
@@ -690,4 +692,5 @@ const oly_prim oly__prim_custom_lin = {
     .shape = clin_shape,
     .batch = clin_batch,
     .transpose = clin_transpose,
+    .no_rule = OLY_RULE_JVP | OLY_RULE_PARTIAL_EVAL,
 };

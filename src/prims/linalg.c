@@ -299,4 +299,5 @@ const oly_prim oly__prim_dot_general = {
     .fields = dot_general_fields, .n_fields = OLY_ARRAY_LEN(dot_general_fields),
     .shape = dot_general_shape,
     .batch = dot_general_batch, .jvp = dot_general_jvp, .transpose = dot_general_transpose,
+    .no_rule = OLY_RULE_PARTIAL_EVAL,
 };

@@ -1208,25 +1208,30 @@ static const oly_param_field cumulative_fields[] = {
     FIELD(oly_params_cumulative, reverse, OLY_FIELD_BOOL),
 };
 
+/* TRANSPOSE: LINEAR(rule) for the linear rows, NONLINEAR for the others (no
+ * transpose rule, on purpose); reductions never split under partial evaluation. */
+#define LINEAR(rule) .transpose = rule, .no_rule = OLY_RULE_PARTIAL_EVAL
+#define NONLINEAR .no_rule = OLY_RULE_PARTIAL_EVAL | OLY_RULE_TRANSPOSE
+
 #define ROW(NAME, T, FIELDS, BATCH, JVP, TRANSPOSE)                                       \
     const oly_prim oly__prim_##NAME = {                                                   \
         .name = #NAME, .n_in = 1, .n_out = 1, .params_size = sizeof(T),                   \
         .fields = FIELDS, .n_fields = OLY_ARRAY_LEN(FIELDS),                              \
         .shape = NAME##_shape,                                                            \
-        .batch = BATCH, .jvp = JVP, .transpose = TRANSPOSE,                               \
+        .batch = BATCH, .jvp = JVP, TRANSPOSE,                                            \
     };                                                                                    \
     const oly_cpu_kernel oly__cpu_##NAME = {.fn = NAME##_kernel};
 
-ROW(reduce_sum, oly_params_reduce, reduce_fields, reduce_batch, linear_jvp, reduce_sum_transpose)
-ROW(reduce_prod, oly_params_reduce, reduce_fields, reduce_batch, reduce_prod_jvp, NULL)
-ROW(reduce_max, oly_params_reduce, reduce_fields, reduce_batch, reduce_chooser_jvp, NULL)
-ROW(reduce_min, oly_params_reduce, reduce_fields, reduce_batch, reduce_chooser_jvp, NULL)
-ROW(reduce_and, oly_params_reduce, reduce_fields, reduce_batch, zero_jvp, NULL)
-ROW(reduce_or, oly_params_reduce, reduce_fields, reduce_batch, zero_jvp, NULL)
-ROW(argmax, oly_params_argminmax, argminmax_fields, argminmax_batch, zero_jvp, NULL)
-ROW(argmin, oly_params_argminmax, argminmax_fields, argminmax_batch, zero_jvp, NULL)
+ROW(reduce_sum, oly_params_reduce, reduce_fields, reduce_batch, linear_jvp, LINEAR(reduce_sum_transpose))
+ROW(reduce_prod, oly_params_reduce, reduce_fields, reduce_batch, reduce_prod_jvp, NONLINEAR)
+ROW(reduce_max, oly_params_reduce, reduce_fields, reduce_batch, reduce_chooser_jvp, NONLINEAR)
+ROW(reduce_min, oly_params_reduce, reduce_fields, reduce_batch, reduce_chooser_jvp, NONLINEAR)
+ROW(reduce_and, oly_params_reduce, reduce_fields, reduce_batch, zero_jvp, NONLINEAR)
+ROW(reduce_or, oly_params_reduce, reduce_fields, reduce_batch, zero_jvp, NONLINEAR)
+ROW(argmax, oly_params_argminmax, argminmax_fields, argminmax_batch, zero_jvp, NONLINEAR)
+ROW(argmin, oly_params_argminmax, argminmax_fields, argminmax_batch, zero_jvp, NONLINEAR)
 ROW(cumsum, oly_params_cumulative, cumulative_fields, cumulative_batch, linear_jvp,
-    cumsum_transpose)
-ROW(cumprod, oly_params_cumulative, cumulative_fields, cumulative_batch, cumprod_jvp, NULL)
-ROW(cummax, oly_params_cumulative, cumulative_fields, cumulative_batch, cumchooser_jvp, NULL)
-ROW(cummin, oly_params_cumulative, cumulative_fields, cumulative_batch, cumchooser_jvp, NULL)
+    LINEAR(cumsum_transpose))
+ROW(cumprod, oly_params_cumulative, cumulative_fields, cumulative_batch, cumprod_jvp, NONLINEAR)
+ROW(cummax, oly_params_cumulative, cumulative_fields, cumulative_batch, cumchooser_jvp, NONLINEAR)
+ROW(cummin, oly_params_cumulative, cumulative_fields, cumulative_batch, cumchooser_jvp, NONLINEAR)

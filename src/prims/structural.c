@@ -1636,68 +1636,81 @@ const oly_prim oly__prim_broadcast_in_dim = {
     PARAMS(oly_params_broadcast_in_dim, broadcast_in_dim_fields),
     .shape = broadcast_in_dim_shape,
     .batch = broadcast_in_dim_batch, .jvp = jvp_linear0, .transpose = broadcast_in_dim_transpose,
+    .no_rule = OLY_RULE_PARTIAL_EVAL,
 };
 const oly_prim oly__prim_reshape = {
     .name = "reshape", .n_in = 1, .n_out = 1, PARAMS(oly_params_reshape, reshape_fields),
     .shape = reshape_shape,
     .batch = reshape_batch, .jvp = jvp_linear0, .transpose = reshape_back_transpose,
+    .no_rule = OLY_RULE_PARTIAL_EVAL,
 };
 const oly_prim oly__prim_transpose = {
     .name = "transpose", .n_in = 1, .n_out = 1, PARAMS(oly_params_transpose, transpose_fields),
     .shape = transpose_shape,
     .batch = transpose_batch, .jvp = jvp_linear0, .transpose = transpose_transpose,
+    .no_rule = OLY_RULE_PARTIAL_EVAL,
 };
 const oly_prim oly__prim_squeeze = {
     .name = "squeeze", .n_in = 1, .n_out = 1, PARAMS(oly_params_dims, dims_fields),
     .shape = squeeze_shape,
     .batch = squeeze_batch, .jvp = jvp_linear0, .transpose = squeeze_transpose,
+    .no_rule = OLY_RULE_PARTIAL_EVAL,
 };
 const oly_prim oly__prim_expand_dims = {
     .name = "expand_dims", .n_in = 1, .n_out = 1, PARAMS(oly_params_dims, dims_fields),
     .shape = expand_dims_shape,
     .batch = expand_dims_batch, .jvp = jvp_linear0, .transpose = expand_dims_transpose,
+    .no_rule = OLY_RULE_PARTIAL_EVAL,
 };
 const oly_prim oly__prim_rev = {
     .name = "rev", .n_in = 1, .n_out = 1, PARAMS(oly_params_dims, dims_fields),
     .shape = rev_shape,
     .batch = rev_batch, .jvp = jvp_linear0, .transpose = rev_transpose,
+    .no_rule = OLY_RULE_PARTIAL_EVAL,
 };
 const oly_prim oly__prim_slice = {
     .name = "slice", .n_in = 1, .n_out = 1, PARAMS(oly_params_slice, slice_fields),
     .shape = slice_shape,
     .batch = slice_batch, .jvp = jvp_linear0, .transpose = slice_transpose,
+    .no_rule = OLY_RULE_PARTIAL_EVAL,
 };
 const oly_prim oly__prim_dynamic_slice = {
     .name = "dynamic_slice", .n_in = -1, .n_out = 1,
     PARAMS(oly_params_dynamic_slice, dynamic_slice_fields),
     .shape = dynamic_slice_shape,
     .batch = dynamic_slice_batch, .jvp = jvp_linear0, .transpose = dynamic_slice_transpose,
+    .no_rule = OLY_RULE_PARTIAL_EVAL,
 };
 const oly_prim oly__prim_dynamic_update_slice = {
     .name = "dynamic_update_slice", .n_in = -1, .n_out = 1,
     .shape = dynamic_update_slice_shape,
     .batch = dynamic_update_slice_batch, .jvp = dynamic_update_slice_jvp,
     .transpose = dynamic_update_slice_transpose,
+    .no_rule = OLY_RULE_PARTIAL_EVAL,
 };
 const oly_prim oly__prim_concatenate = {
     .name = "concatenate", .n_in = -1, .n_out = 1,
     PARAMS(oly_params_concatenate, concatenate_fields),
     .shape = concatenate_shape,
     .batch = concatenate_batch, .jvp = concatenate_jvp, .transpose = concatenate_transpose,
+    .no_rule = OLY_RULE_PARTIAL_EVAL,
 };
 const oly_prim oly__prim_pad = {
     .name = "pad", .n_in = 2, .n_out = 1, PARAMS(oly_params_pad, pad_fields),
     .shape = pad_shape,
     .batch = pad_batch, .jvp = pad_jvp, .transpose = pad_transpose,
+    .no_rule = OLY_RULE_PARTIAL_EVAL,
 };
 const oly_prim oly__prim_iota = {
     .name = "iota", .n_in = 0, .n_out = 1, PARAMS(oly_params_iota, iota_fields),
     .shape = iota_shape,
     .batch = iota_batch, .jvp = iota_jvp,
+    .no_rule = OLY_RULE_PARTIAL_EVAL | OLY_RULE_TRANSPOSE,
 };
 const oly_prim oly__prim_copy = {
     .name = "copy", .n_in = 1, .n_out = 1, .shape = copy_shape,
     .batch = copy_batch, .jvp = jvp_linear0, .transpose = copy_transpose,
+    .no_rule = OLY_RULE_PARTIAL_EVAL,
 };
 
 /* CPU kernel entries (src/cpu/table.c collects every oly__cpu_<name>). The
