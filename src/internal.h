@@ -1,6 +1,7 @@
 /* internal.h — declarations shared between olympus's source files (oly__ prefix).
- * Not installed. Includes the IR's concrete structs, the primitive row, and the
- * kernel contract. */
+ * Not installed. Includes the IR's concrete structs, the primitive row (the
+ * semantics), the kernel contract with the executor's ops for kernels, and the
+ * CPU kernel entry of src/cpu's table. */
 #ifndef OLYMPUS_INTERNAL_H
 #define OLYMPUS_INTERNAL_H
 
