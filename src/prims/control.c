@@ -1,11 +1,11 @@
 /* control.c — control flow: cond, while and scan, rows holding nested programs
  * (conventions in olympus.h next to their params); their kernels are in
- * src/cpu/control.c. Effects are the union of the bodies' (oly__eqn_effects), so an
- * effectful body keeps the loop alive through DCE. Transform rules work on
- * whole nested programs: they vmap / jvp / partially evaluate / transpose the
- * bodies with the program-level transforms and re-emit the loop, finding which
- * carries are batched, have nonzero tangents or are unknown by a fixpoint over
- * the body. */
+ * src/cpu/cond.c and src/cpu/loop.c. Effects are the union of the bodies'
+ * (oly__eqn_effects), so an effectful body keeps the loop alive through DCE.
+ * Transform rules work on whole nested programs: they vmap / jvp / partially
+ * evaluate / transpose the bodies with the program-level transforms and re-emit
+ * the loop, finding which carries are batched, have nonzero tangents or are
+ * unknown by a fixpoint over the body. */
 #include "trans/trans.h"
 
 /* ---------------------------------------------------------------- params */

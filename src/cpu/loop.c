@@ -1,18 +1,8 @@
-/* control.c — kernels of cond, while and scan: they run the nested programs
- * on the same run through the executor's ops (ctx->exec; loops prepare theirs
- * once): loop carries are double-buffered, scan slices xs and writes ys by
+/* loop.c — the kernels of while and scan: they prepare their nested
+ * programs once through the executor's ops (ctx->exec) and run them per
+ * iteration; loop carries are double-buffered, scan slices xs and writes ys by
  * byte offsets. */
 #include "cpu/cpu.h"
-
-static oly_status cond_kernel(const oly_kernel_ctx *ctx)
-{
-    oly_scalar ix = oly_scalar_load(ctx->in_aval[0].dtype, ctx->in[0]);
-    int64_t n = ctx->eqn->n_sub, i = ix.v.i;
-    if (ctx->in_aval[0].dtype == OLY_BOOL) i = ix.v.i != 0;
-    i = i < 0 ? 0 : i >= n ? n - 1 : i; /* lax.switch clamps */
-    return ctx->exec->run(ctx->run, ctx->eqn->sub[i], ctx->device, ctx->in + 1,
-                             ctx->out);
-}
 
 /* Two sets of carry buffers in one block; a[k], b[k] point into it. */
 typedef struct carries {
@@ -153,6 +143,5 @@ done:
     return s;
 }
 
-const oly_cpu_kernel oly__cpu_cond = {.fn = cond_kernel};
 const oly_cpu_kernel oly__cpu_while = {.fn = while_kernel};
 const oly_cpu_kernel oly__cpu_scan = {.fn = scan_kernel};
