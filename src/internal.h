@@ -1,6 +1,7 @@
 /* internal.h — declarations shared between olympus's source files (oly__ prefix).
- * Not installed. Includes the IR's concrete structs, the primitive row, and the
- * kernel contract. */
+ * Not installed. Includes the IR's concrete structs, the primitive row (the
+ * semantics), the kernel contract with the executor's ops for kernels, and the
+ * CPU kernel entry of src/cpu's table. */
 #ifndef OLYMPUS_INTERNAL_H
 #define OLYMPUS_INTERNAL_H
 
@@ -99,20 +100,6 @@ struct oly_host_fn {
 
 /* ---------------------------------------------------------------- IR */
 
-/* What a backend caches on a program (the CPU executor: its executable). The
- * program owns it and calls free when the program goes; ir knows nothing else
- * about it, so the cache does not make ir depend on the backend. A backend
- * embeds this as the first member of its own struct. */
-typedef struct oly_program_cache oly_program_cache;
-struct oly_program_cache {
-    void (*free)(oly_program_cache *self);
-};
-/* p's cache, or NULL (acquire). */
-oly_program_cache *oly__program_cache(const oly_program *p);
-/* Installs c unless a cache is there already; returns the installed one: c,
- * or the earlier one, in which case the caller still owns c. */
-oly_program_cache *oly__program_cache_install(oly_program *p, oly_program_cache *c);
-
 struct oly_var {
     uint32_t id;                /* dense within its program: 0 .. n_vars-1 */
     oly_aval aval;
@@ -140,11 +127,23 @@ struct oly_program {
     oly_eqn *eqn;
     oly_atom *out;
     uint32_t effects;           /* union over eqns */
-    _Atomic(oly_program_cache *) cache; /* owned: what a backend keeps for this
-                                           program (exec: its executable), or NULL */
+    _Atomic(void *) exec_slot;  /* owned through exec_slot_free: the executor's cache
+                                   (oly__program_cache_set); ir never looks inside */
+    void (*exec_slot_free)(void *); /* set with exec_slot, called by the last release */
     oly_aval *out_aval;         /* arena: the n_out output avals (literals too); NULL in
                                    hand-built programs */
 };
+
+/* The executor's cache slot of p: NULL until oly__program_cache_set filled it.
+ * Thread-safe (acquire load); borrowed, lives as long as p. */
+static inline void *oly__program_cache_get(oly_program *p)
+{
+    return atomic_load_explicit(&p->exec_slot, memory_order_acquire);
+}
+/* Fills p's empty cache slot with ptr (owned from then on: p's last release
+ * calls dtor(ptr)). Returns what the slot holds: ptr, or the value another
+ * thread set first, in which case ptr stays the caller's to free. Thread-safe. */
+void *oly__program_cache_set(oly_program *p, void *ptr, void (*dtor)(void *));
 
 /* Effects of an equation: the prim's rule (or 0) united with its subprograms'. */
 uint32_t oly__eqn_effects(const oly_prim *p, const void *params, oly_program *const *subs, int n_sub);
@@ -168,33 +167,31 @@ typedef struct oly_shape_ctx {
  * primitive, what was expected and what was seen. */
 typedef oly_status (*oly_shape_rule)(const oly_shape_ctx *ctx, oly_aval *out);
 
-/* One execution of a program; nested runs point at their parent. Kernels
- * read the device here; exec/ owns the rest of the run state. */
-typedef struct oly_run oly_run;
-struct oly_run {
-    const oly_run *parent;      /* borrowed; NULL at top level */
-    int device;
-    int depth;                  /* nesting depth on this thread, 1 at top level */
-};
+typedef struct oly_run oly_run; /* one execution of a program (opaque outside exec/) */
+typedef struct oly_exe oly_exe; /* a compiled program (opaque outside exec/) */
 
-/* A nested program made ready for many runs (loop bodies); opaque to kernels. */
-struct oly_exe;
+/* A nested program made ready for many runs (loop bodies) by
+ * oly_exec_ops.prepare: kernels keep it on their stack and only hand it back
+ * to the ops; the fields belong to exec/. Zeroed means "not prepared". */
 typedef struct oly_exec_prep {
-    const struct oly_exe *exe;
-    void *rs;                   /* exec's run state; NULL when not prepared */
+    const oly_exe *exe;         /* borrowed: lives as long as the program */
+    void *rs;                   /* owned until prepared_done: exec's run state */
 } oly_exec_prep;
 
-/* What a kernel may ask of the executor running it (exec/ fills this in), so
- * kernels holding programs (pjit, control flow, custom rules) run them without
- * knowing the executor:
- *   run            runs p once, nested in run, on run's device; in/out are
- *                  raw buffers of p's input/output avals.
- *   prepare        makes p ready for many runs nested in run (one thread,
- *                  inside the kernel); prepared_run runs it; prepared_done
- *                  gives it back (harmless on a zeroed or failed prep). */
+/* How a kernel runs nested programs (cond branches, loop bodies, pjit): the
+ * executor fills this table in (src/exec/run.c) and hands it to every kernel
+ * in oly_kernel_ctx.exec, so kernels never name the executor. Every run is
+ * nested in ctx->run (depth-bounded) on ctx->device; buffers are dense C-order
+ * with p's input and output avals, outputs preallocated by the caller.
+ *   run: one run of p.
+ *   prepare: p's executable and a run state taken once for many runs by the
+ *     calling kernel's thread; prepared_run runs it (no lookups, no
+ *     allocation in steady state); prepared_done gives the state back and is
+ *     harmless on a zeroed or failed prep. */
 typedef struct oly_exec_ops {
-    oly_status (*run)(oly_run *run, oly_program *p, const void *const *in, void *const *out);
-    oly_status (*prepare)(const oly_run *run, oly_program *p, oly_exec_prep *out);
+    oly_status (*run)(oly_run *run, oly_program *p, int device, const void *const *in,
+                      void *const *out);
+    oly_status (*prepare)(const oly_run *parent, oly_program *p, int device, oly_exec_prep *out);
     oly_status (*prepared_run)(const oly_exec_prep *pr, const void *const *in, void *const *out);
     void (*prepared_done)(oly_exec_prep *pr);
 } oly_exec_ops;
@@ -211,9 +208,12 @@ typedef struct oly_kernel_ctx {
     void *const *out;
     const oly_aval *out_aval;
     int ith, nth;
-    oly_run *run;               /* NULL when called outside a run (tests) */
-    const oly_exec_ops *exec;   /* the executor's services; NULL outside a run */
-    /* The inputs as arrays, only for rows with wants_arrays (callbacks): the
+    int device;                 /* the device this run is on */
+    oly_run *run;               /* borrowed: the run, only to hand back to exec's ops
+                                   (NULL when a test calls a kernel directly) */
+    const oly_exec_ops *exec;   /* borrowed (static): runs nested programs; NULL
+                                   when a test calls a kernel directly */
+    /* The inputs as arrays, only for kernels with wants_arrays (callbacks): the
      * host function may retain them. NULL otherwise. */
     oly_array *const *in_array;
 } oly_kernel_ctx;
@@ -258,6 +258,17 @@ typedef oly_status (*oly_pe_rule)(oly_pe_ctx *ctx, const oly_eqn *eqn, const oly
                                   const oly_atom *unknown_in, const bool *unknown,
                                   oly_atom *known_out, oly_atom *unknown_out, bool *out_unknown);
 
+/* Rule slots of a row (oly_prim.no_rule). A NULL slot marked here is a
+ * decision ("this primitive has no such rule"), not an omission: the drivers
+ * still see NULL and report the missing rule by the primitive's name, and the
+ * row test (tests/c/test_rows.c) fails on a NULL slot left unmarked. */
+enum {
+    OLY_RULE_BATCH = 1 << 0,
+    OLY_RULE_JVP = 1 << 1,
+    OLY_RULE_TRANSPOSE = 1 << 2,
+    OLY_RULE_PARTIAL_EVAL = 1 << 3, /* NULL: the whole equation goes to the unknown side */
+};
+
 struct oly_prim {
     const char *name;
     int n_in;                   /* -1: variadic */
@@ -267,14 +278,12 @@ struct oly_prim {
     const oly_param_field *fields;
     int n_fields;
     oly_shape_rule shape;
-    oly_kernel_fn kernel;       /* CPU */
     uint32_t (*effects)(const void *params); /* NULL: effect-free */
-    bool inplace_ok;            /* output 0 may share input 0's buffer (elementwise) */
-    bool wants_arrays;          /* kernel needs ctx->in_array (values escape to host code) */
     oly_batch_rule batch;
     oly_jvp_rule jvp;
     oly_transpose_rule transpose;
     oly_pe_rule partial_eval;
+    unsigned no_rule;           /* OLY_RULE_* bits: slots left NULL on purpose */
 };
 
 /* Every row of prims.def, defined in its family file (the registry in prims.c
@@ -282,6 +291,14 @@ struct oly_prim {
 #define OLY_PRIM(name) extern const oly_prim oly__prim_##name;
 #include "prims/prims.def"
 #undef OLY_PRIM
+
+/* The rows of prims.def by position: OLY_PRIM_ID_<name>. */
+typedef enum oly_prim_id {
+#define OLY_PRIM(name) OLY_PRIM_ID_##name,
+#include "prims/prims.def"
+#undef OLY_PRIM
+    OLY_PRIM_ID_COUNT
+} oly_prim_id;
 
 /* Registry (src/prims/prims.c): every row of prims.def. */
 const oly_prim *oly__prim_at(int i);
@@ -312,10 +329,6 @@ bool oly__param_print_field(const oly_param_field *f, const void *params, oly_st
  * digits that round-trip at float32 precision. */
 void oly__format_float(char *buf, size_t n, double x, bool single);
 
-/* OLYMPUS_NUM_CPU_DEVICES's value as a device count: 1 when s is NULL, empty
- * or not an integer in [1, 1024] (src/core/device.c). */
-int oly__parse_device_count(const char *s);
-
 /* ---------------------------------------------------------------- shared helpers */
 
 /* Row-major strides in elements. */
@@ -330,11 +343,37 @@ uint16_t oly__float_to_half(float f);
 float oly__bf16_to_float(uint16_t h);
 uint16_t oly__float_to_bf16(float f);
 
-/* ---------------------------------------------------------------- execution */
+/* ---------------------------------------------------------------- CPU kernels (src/cpu) */
 
-/* The executor's services as kernels see them (src/exec/run.c); tests that
- * call kernels directly hand this to them. */
-const oly_exec_ops *oly__exec_ops(void);
+/* How the CPU backend runs one row. The row (oly_prim) says what a primitive
+ * means; this says how it executes here, so the buffer facts live beside the
+ * kernel they describe rather than in the row: another backend may well fuse
+ * or alias differently, and the rule drivers never need them. */
+typedef struct oly_cpu_kernel {
+    oly_kernel_fn fn;           /* NULL: no CPU kernel */
+    bool inplace_ok;            /* output 0 may share input 0's buffer (elementwise) */
+    bool wants_arrays;          /* fn needs ctx->in_array (values escape to host code) */
+} oly_cpu_kernel;
+
+/* p's CPU kernel: from src/cpu's table for rows of prims.def, else what
+ * oly__cpu_register recorded; NULL when p has none. Borrowed (static).
+ * Thread-safe; a lookup, meant for compile time, not for every run. */
+const oly_cpu_kernel *oly__cpu_kernel(const oly_prim *p);
+/* The table's entry for prims.def row id (fn may be NULL); NULL out of range. */
+const oly_cpu_kernel *oly__cpu_kernel_at(int id);
+/* p's position in prims.def (OLY_PRIM_ID_*), or -1 for a row defined elsewhere. */
+int oly__prim_id(const oly_prim *p);
+/* Gives a row defined outside prims.def (tests, embedders) its CPU kernel;
+ * both are borrowed for the life of the process, and registering p again
+ * replaces its kernel. Fails (INVALID) for a prims.def row or when the small
+ * fixed table (64 rows) is full. Thread-safe. */
+oly_status oly__cpu_register(const oly_prim *p, const oly_cpu_kernel *k);
+
+/* ---------------------------------------------------------------- devices */
+
+/* OLYMPUS_NUM_CPU_DEVICES's value as a device count: 1 when s is NULL, empty
+ * or not an integer in [1, 1024] (src/core/device.c). */
+int oly__parse_device_count(const char *s);
 
 /* ---------------------------------------------------------------- primitive helpers */
 
@@ -349,12 +388,23 @@ oly_status oly__check_ints(const char *who, const char *field, const oly_ints *v
 /* Fails (OLY_ERR_INVALID, naming who) unless rank dims (each >= 0) multiply to an
  * element count whose byte size fits for every dtype; the check of oly_aval_make. */
 oly_status oly__dims_check(const char *who, int rank, const int64_t *dims);
+/* dot_general's normalised dimension numbers and the derived canonical view:
+ * operands seen as (B, M, K) and (B, K, N) matrices. */
+typedef struct oly_dot_dims {
+    int nb, nc, lf, rf;             /* batch, contract, lhs free, rhs free counts */
+    int64_t lb[OLY_MAX_RANK], rb[OLY_MAX_RANK], lc[OLY_MAX_RANK], rc[OLY_MAX_RANK];
+    int64_t lfree[OLY_MAX_RANK], rfree[OLY_MAX_RANK];
+    int64_t B, M, N, K;
+} oly_dot_dims;
+/* Checks p against the operand avals and fills di; fails naming dot_general
+ * (src/prims/linalg.c; the shape rule and the kernel both use it). */
+oly_status oly__dot_general_dims(const oly_params_dot_general *p, const oly_aval *l,
+                                 const oly_aval *r, oly_dot_dims *di);
 /* The rules every row running one nested program (pjit, remat) shares: output
- * count from the hidden n_out param, the shape rule checking sub[0]'s
- * signature, and the kernel running sub[0] on the same run (call.c). */
+ * count from the hidden n_out param and the shape rule checking sub[0]'s
+ * signature (call.c; the kernel running sub[0] is src/cpu/call.c's). */
 int oly__call_num_outputs(const void *params, int n_in);
 oly_status oly__call_shape(const oly_shape_ctx *ctx, oly_aval *out);
-oly_status oly__call_kernel(const oly_kernel_ctx *ctx);
 /* The JVP rule of such a row: sub[0]'s JVP program, emitted into ctx->b by emit
  * (pjit inlines it; remat wraps it in a remat equation). */
 typedef oly_status (*oly_call_emit_fn)(oly_builder *b, const oly_eqn *eqn, oly_program *prog,

@@ -5,8 +5,8 @@
  * reused; an in-place row may write output 0 over a dying input 0. Values a
  * host function may keep (callback arguments) get their own arrays instead,
  * and program outputs are written straight into the caller's buffers. The
- * executable is cached in the program's cache slot (installed once, by
- * compare-and-swap; the program frees it through base.free). */
+ * executable is cached in the program's exec slot (oly__program_cache_set:
+ * set once, by compare-and-swap, freed with the program). */
 #include "exec/exec.h"
 
 /* ---------------------------------------------------------------- allocator */
@@ -86,9 +86,9 @@ static void plan_transfer(planner *pl, uint32_t from, uint32_t to)
 
 /* ---------------------------------------------------------------- exe */
 
-static void exe_free(oly_program_cache *c)
+void oly__exec_free(void *p)
 {
-    oly_exe *exe = (oly_exe *)c;
+    oly_exe *exe = p;
     if (!exe) return;
     oly__exec_drop_spare(exe);
     for (int i = 0; i < exe->n_lit; i++) oly_array_release(exe->lit[i]);
@@ -125,20 +125,24 @@ static oly_status compile(oly_program *p, oly_exe **out)
     oly_status st = OLY_OK;
     uint32_t nv = p->n_vars;
     int *last_use = NULL, *n_uses_by_cb = NULL, *out_first = NULL;
+    const oly_cpu_kernel **kern = NULL; /* each equation's kernel (src/cpu's table) */
     bool *freed = NULL;
     planner pl = {0};
     oly_exe *exe = oly__calloc(1, sizeof *exe);
     if (!exe) return OLY_ERR_NOMEM;
-    exe->base.free = exe_free;
     exe->prog = p;
     exe->n_vars = nv;
     exe->n_step = p->n_eqn;
 
     /* Sizes of the side tables. */
     size_t n_refs = 0, n_lits = 0;
+    if (!(kern = oly__calloc((size_t)p->n_eqn + 1, sizeof *kern))) {
+        st = OLY_ERR_NOMEM;
+        goto fail;
+    }
     for (int i = 0; i < p->n_eqn; i++) {
         const oly_eqn *e = &p->eqn[i];
-        if (!e->prim->kernel) {
+        if (!(kern[i] = oly__cpu_kernel(e->prim))) {
             st = oly__error(OLY_ERR_UNSUPPORTED,
                             "%s: no CPU kernel for this primitive (equation %d)", e->prim->name,
                             i);
@@ -190,7 +194,7 @@ static oly_status compile(oly_program *p, oly_exe **out)
             if (e->in[j].kind != OLY_ATOM_VAR) continue;
             uint32_t v = e->in[j].var->id;
             last_use[v] = i;
-            if (e->prim->wants_arrays) n_uses_by_cb[v]++;
+            if (kern[i]->wants_arrays) n_uses_by_cb[v]++;
         }
     }
     for (int k = 0; k < p->n_out; k++) {
@@ -208,7 +212,8 @@ static oly_status compile(oly_program *p, oly_exe **out)
         const oly_eqn *e = &p->eqn[i];
         oly_step *s = &exe->step[i];
         s->eqn = e;
-        s->kernel = e->prim->kernel;
+        s->kernel = kern[i]->fn;
+        s->wants_arrays = kern[i]->wants_arrays;
         s->n_in = e->n_in;
         s->n_out = e->n_out;
         s->in_ref = r;
@@ -242,7 +247,7 @@ static oly_status compile(oly_program *p, oly_exe **out)
                 if (last_use[v] < 0) last_use[v] = i; /* never read: dies here */
                 size_t nb = oly_aval_nbytes(&e->out[j]->aval);
                 const oly_atom *a0 = e->n_in > 0 ? &e->in[0] : NULL;
-                if (j == 0 && e->prim->inplace_ok && a0 && a0->kind == OLY_ATOM_VAR &&
+                if (j == 0 && kern[i]->inplace_ok && a0 && a0->kind == OLY_ATOM_VAR &&
                     exe->loc[a0->var->id].kind == OLY_LOC_SCRATCH && last_use[a0->var->id] == i &&
                     !freed[a0->var->id] && oly_aval_nbytes(&a0->var->aval) == nb) {
                     uint32_t u = a0->var->id;
@@ -325,6 +330,7 @@ static oly_status compile(oly_program *p, oly_exe **out)
     free(n_uses_by_cb);
     free(out_first);
     free(freed);
+    free(kern);
     *out = exe;
     return OLY_OK;
 
@@ -334,20 +340,21 @@ fail:
     free(n_uses_by_cb);
     free(out_first);
     free(freed);
-    exe_free(&exe->base);
+    free(kern);
+    oly__exec_free(exe);
     return st;
 }
 
 oly_status oly__exec_get(oly_program *p, const oly_exe **out)
 {
-    oly_program_cache *cur = oly__program_cache(p);
+    void *cur = oly__program_cache_get(p);
     if (!cur) {
         oly_exe *mine = NULL;
         OLY_TRY(compile(p, &mine));
-        cur = oly__program_cache_install(p, &mine->base);
-        if (cur != &mine->base) exe_free(&mine->base); /* another thread won; use its executable */
+        cur = oly__program_cache_set(p, mine, oly__exec_free);
+        if (cur != mine) oly__exec_free(mine); /* another thread won; use its executable */
     }
-    *out = (const oly_exe *)cur;
+    *out = cur;
     return OLY_OK;
 }
 

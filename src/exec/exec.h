@@ -35,7 +35,8 @@ typedef struct oly_loc {
  * n_vars, else literal in_ref[j] - n_vars. */
 typedef struct oly_step {
     const oly_eqn *eqn;         /* borrowed from the program */
-    oly_kernel_fn kernel;
+    oly_kernel_fn kernel;       /* from src/cpu's table (oly__cpu_kernel) */
+    bool wants_arrays;          /* the kernel reads ctx->in_array */
     int n_in, n_out;
     int *in_ref;                /* owned by the exe's block */
     int *out_var;               /* var ids */
@@ -60,8 +61,7 @@ typedef struct oly_own {
     size_t nbytes;
 } oly_own;
 
-typedef struct oly_exe {
-    oly_program_cache base;     /* first: the program owns the exe through its cache slot */
+struct oly_exe {
     oly_program *prog;          /* borrowed: the exe is owned by the program */
     uint32_t n_vars;
     uint32_t n_slots;           /* n_vars + n_lit: size of a run's value tables */
@@ -89,7 +89,14 @@ typedef struct oly_exe {
     int *patch;                 /* owned: positions in refs naming an input or an
                                  * OLY_LOC_OUT var (their pointers change per run) */
     oly_aval *avals;            /* owned: storage behind the steps' avals */
-} oly_exe;
+};
+
+/* One execution of a program; nested runs point at their parent. */
+struct oly_run {
+    const oly_run *parent;      /* borrowed; NULL at top level */
+    int device;
+    int depth;                  /* nesting depth on this thread, 1 at top level */
+};
 
 /* The executable of p, compiling and caching it on first use. Borrowed: it
  * lives as long as p. Fails (UNSUPPORTED) when a row has no kernel. */
@@ -99,7 +106,7 @@ oly_status oly__array_new_uninit(const oly_aval *aval, oly_array **out);
 
 oly_status oly__exec_get(oly_program *p, const oly_exe **out);
 
-/* Frees exe's spare run state (run.c); compile.c's exe_free calls it. */
+/* Frees exe's spare run state (run.c); compile.c's oly__exec_free calls it. */
 void oly__exec_drop_spare(oly_exe *exe);
 
 /* Runs exe. in_arrays (may be NULL) are the inputs as arrays, used where a
@@ -107,15 +114,21 @@ void oly__exec_drop_spare(oly_exe *exe);
 oly_status oly__exec_run(oly_run *parent, const oly_exe *exe, int device, const void *const *in,
                          oly_array *const *in_arrays, void *const *out);
 
-/* Loop bodies: a nested program made ready for many runs (oly_exec_prep,
- * internal.h), nested in the parent run given to oly__exec_prepare. Used by
- * one thread, inside the parent's kernel; each prepared run is a nested run
- * without the lookups. Kernels reach these through oly_exec_ops. */
+/* The ops kernels run nested programs with (oly_kernel_ctx.exec; run.c). */
+extern const oly_exec_ops oly__exec_ops;
+
+/* Runs p with raw input and output buffers (outputs preallocated by the
+ * caller with p's output avals); run may be NULL at top level. */
+oly_status oly__exec_run_raw(oly_run *run, oly_program *p, int device, const void *const *in,
+                             void *const *out);
+/* Makes p ready for many runs nested in parent (oly_exec_ops.prepare). Each
+ * prepared run is oly__exec_run_raw's run without the lookups. */
 oly_status oly__exec_prepare(const oly_run *parent, oly_program *p, int device, oly_exec_prep *out);
 oly_status oly__exec_prepared_run(const oly_exec_prep *pr, const void *const *in, void *const *out);
 /* Gives the run state back; harmless on a zeroed or failed prep. */
 void oly__exec_prepared_done(oly_exec_prep *pr);
-
+/* Frees a program's executable (the destructor of its exec slot). */
+void oly__exec_free(void *exe);
 
 /* Test queries. */
 /* Scratch bytes a run of p uses, and the sum of its intermediates' sizes. */

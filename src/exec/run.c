@@ -12,8 +12,6 @@
  * through top-level runs, so it is still bounded. */
 static _Thread_local int thread_depth;
 
-static const oly_exec_ops exec_ops; /* below: what kernels may ask of a run */
-
 /* The state of one run: value tables, every step's kernel context with its
  * pointer tables, scratch, and the arrays the run holds (OWN vars and input
  * copies), in one allocation plus the scratch block. A run takes the
@@ -37,6 +35,7 @@ typedef struct run_state {
     unsigned char *scratch;     /* owned (aligned_alloc); NULL when no scratch */
     int n_missing;              /* entries of own[0, n_own) that are NULL */
     int device;                 /* the device stamped on the held arrays */
+    int ctx_device;             /* the device written into every ctx[i].device */
     bool resolved;              /* ptr and parr are valid for every stable slot */
 } run_state;
 
@@ -75,7 +74,7 @@ static run_state *state_new(const oly_exe *exe)
     rs->kern = (oly_kernel_fn *)(rs->own + no);
     rs->n_missing = exe->n_own;
     if (exe->scratch_bytes > 0) {
-        rs->scratch = aligned_alloc(OLY_EXEC_ALIGN, exe->scratch_bytes);
+        rs->scratch = oly__aligned_alloc(OLY_EXEC_ALIGN, exe->scratch_bytes);
         if (!rs->scratch) {
             free(rs);
             oly__error(OLY_ERR_NOMEM, "out of memory allocating %zu bytes of scratch",
@@ -112,9 +111,10 @@ static run_state *state_new(const oly_exe *exe)
             .out_aval = s->out_aval,
             .ith = 0,
             .nth = 1,
+            .device = 0,
             .run = &rs->run,
-            .exec = &exec_ops,
-            .in_array = e->prim->wants_arrays ? rs->parr + in_pos : NULL,
+            .exec = &oly__exec_ops,
+            .in_array = s->wants_arrays ? rs->parr + in_pos : NULL,
         };
     }
     return rs;
@@ -136,6 +136,10 @@ static run_state *state_take(const oly_exe *exe, const oly_run *parent, int devi
                               : NULL;
     if (!rs && !(rs = state_new(exe))) return NULL;
     rs->run = (oly_run){parent, device, depth};
+    if (rs->ctx_device != device) { /* rare: the same program run on another device */
+        for (int i = 0; i < exe->n_step; i++) rs->ctx[i].device = device;
+        rs->ctx_device = device;
+    }
     return rs;
 }
 
@@ -236,7 +240,7 @@ run_once(run_state *rs, const oly_exe *exe, const void *const *in, oly_array *co
                 /* Host function failures keep their message (and payload)
                  * intact; nested programs have named their failing primitive
                  * already. */
-                if (st != OLY_ERR_CALLBACK && !e->prim->wants_arrays && e->n_sub == 0)
+                if (st != OLY_ERR_CALLBACK && !exe->step[i].wants_arrays && e->n_sub == 0)
                     oly__error_prefix(st, "%s", e->prim->name);
                 break;
             }
@@ -310,28 +314,20 @@ void oly__exec_prepared_done(oly_exec_prep *pr)
     pr->rs = NULL;
 }
 
-/* ---------------------------------------------------------------- kernels' view */
-
-static oly_status ops_run(oly_run *run, oly_program *p, const void *const *in, void *const *out)
+oly_status oly__exec_run_raw(oly_run *run, oly_program *p, int device, const void *const *in,
+                             void *const *out)
 {
     const oly_exe *exe;
     OLY_TRY(oly__exec_get(p, &exe));
-    return oly__exec_run(run, exe, run ? run->device : 0, in, NULL, out);
+    return oly__exec_run(run, exe, device, in, NULL, out);
 }
 
-static oly_status ops_prepare(const oly_run *run, oly_program *p, oly_exec_prep *out)
-{
-    return oly__exec_prepare(run, p, run ? run->device : 0, out);
-}
-
-static const oly_exec_ops exec_ops = {
-    .run = ops_run,
-    .prepare = ops_prepare,
+const oly_exec_ops oly__exec_ops = {
+    .run = oly__exec_run_raw,
+    .prepare = oly__exec_prepare,
     .prepared_run = oly__exec_prepared_run,
     .prepared_done = oly__exec_prepared_done,
 };
-
-const oly_exec_ops *oly__exec_ops(void) { return &exec_ops; }
 
 static oly_status check_input(const oly_program *p, int i, const oly_array *a)
 {

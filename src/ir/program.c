@@ -7,7 +7,6 @@
  * program on finish, or are dropped by oly_builder_free otherwise. */
 #include "internal.h"
 
-
 struct oly_builder {
     oly_arena *arena;       /* owned until finish */
     oly_var **vars;         /* owned (malloc): by id, to recognise this builder's vars */
@@ -336,7 +335,8 @@ oly_status oly_builder_finish(oly_builder *b, const oly_atom *outs, int n_out, o
         return OLY_ERR_NOMEM;
     }
     atomic_init(&p->refcount, 1);
-    atomic_init(&p->cache, NULL);
+    atomic_init(&p->exec_slot, NULL);
+    p->exec_slot_free = NULL;
     p->uid = atomic_fetch_add(&next_uid, 1);
     p->arena = a;
     p->n_vars = b->n_vars;
@@ -381,10 +381,22 @@ void oly_program_release(oly_program *p)
     if (atomic_fetch_sub_explicit(&p->refcount, 1, memory_order_acq_rel) != 1) return;
     for (int i = 0; i < p->n_const; i++) oly_array_release(p->constval[i]);
     for (int i = 0; i < p->n_eqn; i++) eqn_drop(&p->eqn[i]);
-    oly_program_cache *c = atomic_load(&p->cache);
-    if (c) c->free(c);
+    void *slot = atomic_load_explicit(&p->exec_slot, memory_order_acquire);
+    if (slot && p->exec_slot_free) p->exec_slot_free(slot);
     oly__arena_free(p->arena);
     free(p);
+}
+
+void *oly__program_cache_set(oly_program *p, void *ptr, void (*dtor)(void *))
+{
+    void *expected = NULL;
+    if (!atomic_compare_exchange_strong_explicit(&p->exec_slot, &expected, ptr,
+                                                 memory_order_acq_rel, memory_order_acquire))
+        return expected;
+    /* Only the winner writes it; the last release reads it after the refcount's
+     * acq_rel, so the write is visible there. */
+    p->exec_slot_free = dtor;
+    return ptr;
 }
 
 int oly_program_num_inputs(const oly_program *p) { return p ? p->n_in : 0; }
@@ -405,17 +417,3 @@ const oly_aval *oly_program_output_aval(const oly_program *p, int i)
 }
 
 uint32_t oly_program_effects(const oly_program *p) { return p ? p->effects : 0; }
-
-oly_program_cache *oly__program_cache(const oly_program *p)
-{
-    return atomic_load_explicit(&((oly_program *)p)->cache, memory_order_acquire);
-}
-
-oly_program_cache *oly__program_cache_install(oly_program *p, oly_program_cache *c)
-{
-    oly_program_cache *expected = NULL;
-    if (atomic_compare_exchange_strong_explicit(&p->cache, &expected, c, memory_order_acq_rel,
-                                                memory_order_acquire))
-        return c;
-    return expected;
-}

@@ -48,12 +48,6 @@ oly_status oly__call_shape(const oly_shape_ctx *ctx, oly_aval *out)
     return OLY_OK;
 }
 
-oly_status oly__call_kernel(const oly_kernel_ctx *ctx)
-{
-    return ctx->exec->run(ctx->run, ctx->eqn->sub[0], ctx->in,
-                             ctx->out);
-}
-
 static oly_status call_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
                              const int *in_bdim, oly_atom *out, int *out_bdim)
 {
@@ -199,8 +193,8 @@ const oly_prim oly__prim_pjit = {
     .fields = call_fields,
     .n_fields = OLY_ARRAY_LEN(call_fields),
     .shape = oly__call_shape,
-    .kernel = oly__call_kernel,
     .batch = call_batch,
     .jvp = call_jvp,
     .transpose = oly__call_transpose,
+    .no_rule = OLY_RULE_PARTIAL_EVAL /* jvp and transpose inline it */,
 };

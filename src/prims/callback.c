@@ -1,10 +1,7 @@
 /* callback.c — the host-function primitives: pure_callback (no effect, so
  * DCE may drop it), io_callback (IO or ordered IO) and debug_callback (debug
- * or ordered debug, no results). They share one kernel: it fills an
- * oly_callback_frame and calls the host function. Their inputs arrive as
- * arrays (wants_arrays) whose contents never change, so a host function may
- * keep them. A failure returns the host function's status with its message
- * and payload untouched.
+ * or ordered debug, no results): their rules. The kernel that fills an
+ * oly_callback_frame and calls the host function is src/cpu/callback.c's.
  *
  * Transformation rules (spec/CALLBACK_SEMANTICS.md §1.2-1.4):
  *   vmap   pure_callback per vmap_method: one call (expand_dims,
@@ -89,48 +86,6 @@ static uint32_t debug_effects(const void *params)
 {
     const oly_params_callback *pc = params;
     return pc && pc->ordered ? OLY_EFFECT_ORDERED_DEBUG : OLY_EFFECT_DEBUG;
-}
-
-/* The frame is built from the step's context; kind is the primitive's name (a
- * constant per kernel) and the device read from the run handle. */
-static inline oly_status callback_call(const oly_kernel_ctx *ctx, const char *kind)
-{
-    const oly_params_callback *pc = ctx->params;
-    oly_host_fn *fn = pc->callback;
-    const oly_run *run = ctx->run;
-    oly_callback_frame frame = {
-        .n_args = ctx->n_in,
-        .args = ctx->in,
-        .arg_avals = ctx->in_aval,
-        .arg_arrays = ctx->in_array,
-        .n_results = ctx->n_out,
-        .results = ctx->out,
-        .result_avals = ctx->out_aval,
-        .device = run ? run->device : 0,
-        .kind = kind,
-    };
-    unsigned long serial = oly__error_serial();
-    oly_status st = fn->call(fn->user, &frame);
-    if (st == OLY_OK) return OLY_OK;
-    /* Keep the host function's message and payload; only an out-of-range
-     * status is mapped, and a failure that wrote no message gets one. */
-    oly_status out = (unsigned)st < OLY_STATUS_COUNT ? st : OLY_ERR_CALLBACK;
-    if (oly__error_serial() == serial)
-        return oly__error(out, "%s: host function %s failed with %s (status %d) and no message",
-                          kind, fn->name ? fn->name : "(unnamed)", oly_status_name(st), (int)st);
-    return out;
-}
-
-static oly_status pure_kernel(const oly_kernel_ctx *ctx)
-{
-    return callback_call(ctx, "pure_callback");
-}
-
-static oly_status io_kernel(const oly_kernel_ctx *ctx) { return callback_call(ctx, "io_callback"); }
-
-static oly_status debug_kernel(const oly_kernel_ctx *ctx)
-{
-    return callback_call(ctx, "debug_callback");
 }
 
 /* ---------------------------------------------------------------- vmap */
@@ -406,11 +361,10 @@ const oly_prim oly__prim_pure_callback = {
     .fields = pure_fields,
     .n_fields = OLY_ARRAY_LEN(pure_fields),
     .shape = callback_shape,
-    .kernel = pure_kernel,
-    .wants_arrays = true,
     .batch = pure_batch,
     .jvp = pure_jvp,
     .transpose = pure_transpose,
+    .no_rule = OLY_RULE_PARTIAL_EVAL,
 };
 
 const oly_prim oly__prim_io_callback = {
@@ -421,12 +375,11 @@ const oly_prim oly__prim_io_callback = {
     .fields = io_fields,
     .n_fields = OLY_ARRAY_LEN(io_fields),
     .shape = callback_shape,
-    .kernel = io_kernel,
     .effects = io_effects,
-    .wants_arrays = true,
     .batch = io_batch,
     .jvp = io_jvp,
     .transpose = io_transpose,
+    .no_rule = OLY_RULE_PARTIAL_EVAL,
 };
 
 const oly_prim oly__prim_debug_callback = {
@@ -437,10 +390,9 @@ const oly_prim oly__prim_debug_callback = {
     .fields = debug_fields,
     .n_fields = OLY_ARRAY_LEN(debug_fields),
     .shape = callback_shape,
-    .kernel = debug_kernel,
     .effects = debug_effects,
-    .wants_arrays = true,
     .batch = batch_unrolled,
     .jvp = debug_jvp,
     .transpose = debug_transpose,
+    .no_rule = OLY_RULE_PARTIAL_EVAL,
 };

@@ -134,12 +134,6 @@ static oly_status call_like_shape(const oly_shape_ctx *ctx, oly_aval *out)
     return OLY_OK;
 }
 
-static oly_status call_like_kernel(const oly_kernel_ctx *ctx)
-{
-    return ctx->exec->run(ctx->run, ctx->eqn->sub[0], ctx->in,
-                             ctx->out);
-}
-
 static int n_out_param(int64_t n_out) { return n_out < 0 || n_out > 1 << 20 ? -1 : (int)n_out; }
 
 /* The avals of an equation's inputs and outputs (malloc'd; NULL on NOMEM). */
@@ -424,9 +418,9 @@ const oly_prim oly__prim_custom_jvp_call = {
     .fields = cjvp_fields,
     .n_fields = OLY_ARRAY_LEN(cjvp_fields),
     .shape = cjvp_shape,
-    .kernel = call_like_kernel,
     .batch = cjvp_batch,
     .jvp = cjvp_jvp,
+    .no_rule = OLY_RULE_TRANSPOSE | OLY_RULE_PARTIAL_EVAL,
 };
 
 /* ---------------------------------------------------------------- custom_vjp_call */
@@ -544,9 +538,9 @@ const oly_prim oly__prim_custom_vjp_call = {
     .fields = cvjp_fields,
     .n_fields = OLY_ARRAY_LEN(cvjp_fields),
     .shape = cvjp_shape,
-    .kernel = call_like_kernel,
     .batch = cvjp_batch,
     .jvp = cvjp_jvp,
+    .no_rule = OLY_RULE_TRANSPOSE | OLY_RULE_PARTIAL_EVAL,
 };
 
 /* ---------------------------------------------------------------- custom_lin */
@@ -590,12 +584,6 @@ static oly_status clin_shape(const oly_shape_ctx *ctx, oly_aval *out)
         out[j].weak = false;
     }
     return OLY_OK;
-}
-
-static oly_status clin_kernel(const oly_kernel_ctx *ctx)
-{
-    return oly__error(OLY_ERR_TYPE,
-                      "can't apply forward-mode autodiff (jvp) to a custom_vjp function.");
 }
 
 static oly_status clin_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
@@ -702,7 +690,7 @@ const oly_prim oly__prim_custom_lin = {
     .fields = clin_fields,
     .n_fields = OLY_ARRAY_LEN(clin_fields),
     .shape = clin_shape,
-    .kernel = clin_kernel,
     .batch = clin_batch,
     .transpose = clin_transpose,
+    .no_rule = OLY_RULE_JVP | OLY_RULE_PARTIAL_EVAL,
 };

@@ -12,6 +12,8 @@
  * dtype and one shape, or one of them is rank 0 and broadcasts. */
 #include "internal.h"
 #include "trans/trans.h"
+#include "cpu/cpu.h"
+#include "cpu/simd.h"
 
 #include <complex.h>
 #include <math.h>
@@ -1023,21 +1025,6 @@ COPY_ZERO(8)
 #pragma GCC pop_options
 #define SIMD __attribute__((target("avx2,fma")))
 
-static atomic_int simd_state; /* 0: not probed yet, 1: on, 2: off */
-
-static bool simd_ok(void)
-{
-    int s = atomic_load_explicit(&simd_state, memory_order_relaxed);
-    if (s == 0) {
-        const char *e = getenv("OLYMPUS_NO_SIMD");
-        bool on = !(e && *e && strcmp(e, "0") != 0) && __builtin_cpu_supports("avx2") &&
-                  __builtin_cpu_supports("fma");
-        s = on ? 1 : 2;
-        atomic_store_explicit(&simd_state, s, memory_order_relaxed);
-    }
-    return s == 1;
-}
-
 /* fname: y[i] = VEXPR with v = x[i..i+W) as VT (W lanes of T). */
 #define V_ULOOP(fname, T, VT, W, LOAD, STORE, VEXPR)                                      \
     SIMD static void fname(const void *xv, void *yv, int64_t n)                           \
@@ -1113,12 +1100,12 @@ static bool simd_ok(void)
     V_ULOOP_F64(op##_f64_v, VD)                                                           \
     static void op##_f32(const void *x, void *y, int64_t n, const void *p)                \
     {                                                                                     \
-        if (simd_ok()) op##_f32_v(x, y, n);                                               \
+        if (oly__cpu_simd_ok()) op##_f32_v(x, y, n);                                               \
         else op##_f32_s(x, y, n, p);                                                      \
     }                                                                                     \
     static void op##_f64(const void *x, void *y, int64_t n, const void *p)                \
     {                                                                                     \
-        if (simd_ok()) op##_f64_v(x, y, n);                                               \
+        if (oly__cpu_simd_ok()) op##_f64_v(x, y, n);                                               \
         else op##_f64_s(x, y, n, p);                                                      \
     }                                                                                     \
     HALF_U(op, false)
@@ -1129,12 +1116,12 @@ static bool simd_ok(void)
     V_BLOOP_F64(op##_f64_v, VD)                                                           \
     static void op##_f32(const void *a, const void *b, void *o, int64_t n, int mode)      \
     {                                                                                     \
-        if (simd_ok()) op##_f32_v(a, b, o, n, mode);                                      \
+        if (oly__cpu_simd_ok()) op##_f32_v(a, b, o, n, mode);                                      \
         else op##_f32_s(a, b, o, n, mode);                                                \
     }                                                                                     \
     static void op##_f64(const void *a, const void *b, void *o, int64_t n, int mode)      \
     {                                                                                     \
-        if (simd_ok()) op##_f64_v(a, b, o, n, mode);                                      \
+        if (oly__cpu_simd_ok()) op##_f64_v(a, b, o, n, mode);                                      \
         else op##_f64_s(a, b, o, n, mode);                                                \
     }                                                                                     \
     HALF_B(op, false)
@@ -1251,6 +1238,12 @@ static oly_status unary_kernel(const unary_op *op, const oly_kernel_ctx *c)
     return OLY_OK;
 }
 
+/* A row's TRANSPOSE argument: LINEAR(rule) for the linear rows, NONLINEAR
+ * for the others (no transpose rule, on purpose). Elementwise rows never
+ * split under partial evaluation. */
+#define LINEAR(rule) .transpose = rule, .no_rule = OLY_RULE_PARTIAL_EVAL
+#define NONLINEAR .no_rule = OLY_RULE_PARTIAL_EVAL | OLY_RULE_TRANSPOSE
+
 /* One unary row: op##_op must be defined before. */
 #define UNARY_ROW(op, INPLACE, TRANSPOSE)                                                 \
     static oly_status op##_shape(const oly_shape_ctx *c, oly_aval *out)                   \
@@ -1259,9 +1252,9 @@ static oly_status unary_kernel(const unary_op *op, const oly_kernel_ctx *c)
     }                                                                                     \
     static oly_status op##_kernel(const oly_kernel_ctx *c) { return unary_kernel(&op##_op, c); } \
     const oly_prim oly__prim_##op = {.name = #op, .n_in = 1, .n_out = 1, .shape = op##_shape,   \
-                                     .kernel = op##_kernel, .inplace_ok = INPLACE,        \
                                      .batch = elementwise_batch, .jvp = op##_jvp,         \
-                                     .transpose = TRANSPOSE};
+                                     TRANSPOSE};                             \
+    const oly_cpu_kernel oly__cpu_##op = {.fn = op##_kernel, .inplace_ok = INPLACE};
 #define UNARY_ROW_P(op, INPLACE, PTYPE, FIELDS, TRANSPOSE)                                \
     static oly_status op##_shape(const oly_shape_ctx *c, oly_aval *out)                   \
     {                                                                                     \
@@ -1269,11 +1262,11 @@ static oly_status unary_kernel(const unary_op *op, const oly_kernel_ctx *c)
     }                                                                                     \
     static oly_status op##_kernel(const oly_kernel_ctx *c) { return unary_kernel(&op##_op, c); } \
     const oly_prim oly__prim_##op = {.name = #op, .n_in = 1, .n_out = 1, .shape = op##_shape,   \
-                                     .kernel = op##_kernel, .inplace_ok = INPLACE,        \
                                      .params_size = sizeof(PTYPE), .fields = FIELDS,      \
                                      .n_fields = OLY_ARRAY_LEN(FIELDS),                   \
                                      .batch = elementwise_batch, .jvp = op##_jvp,         \
-                                     .transpose = TRANSPOSE};
+                                     TRANSPOSE};                             \
+    const oly_cpu_kernel oly__cpu_##op = {.fn = op##_kernel, .inplace_ok = INPLACE};
 
 #define ACC_FLOAT "a floating-point operand"
 #define ACC_INEXACT "a floating-point or complex operand"
@@ -1286,11 +1279,11 @@ static oly_status unary_kernel(const unary_op *op, const oly_kernel_ctx *c)
     C_UNARY(op, EC, EZ)                                                                   \
     static const unary_op op##_op = {#op, ACC_INEXACT, OUT_SAME, NULL,                    \
                                      {E_FLOAT(op), E_CPLX(op)}};                          \
-    UNARY_ROW(op, true, NULL)
+    UNARY_ROW(op, true, NONLINEAR)
 #define FLOAT_ONLY(op, EF, ED, VF, VD)                                                    \
     F_UNARY_V(op, EF, ED, VF, VD)                                                         \
     static const unary_op op##_op = {#op, ACC_FLOAT, OUT_SAME, NULL, {E_FLOAT(op)}};      \
-    UNARY_ROW(op, true, NULL)
+    UNARY_ROW(op, true, NONLINEAR)
 
 /* ---------------------------------------------------------------- unary: transcendental */
 
@@ -1365,7 +1358,7 @@ static const oly_param_field round_fields[] = {
     {.name = "rounding_method", .kind = OLY_FIELD_ENUM,
      .offset = offsetof(oly_params_round, rounding_method), .enum_names = round_methods},
 };
-UNARY_ROW_P(round, true, oly_params_round, round_fields, NULL)
+UNARY_ROW_P(round, true, oly_params_round, round_fields, NONLINEAR)
 
 /* is_finite -> bool */
 U_LOOP(is_finite_f32, float, uint8_t, isfinite(x) != 0)
@@ -1373,7 +1366,7 @@ U_LOOP(is_finite_f64, double, uint8_t, isfinite(x) != 0)
 HALF_U(is_finite, true)
 static const unary_op is_finite_op = {"is_finite", ACC_FLOAT, OUT_BOOL, NULL,
                                       {E_FLOAT(is_finite)}};
-UNARY_ROW(is_finite, false, NULL)
+UNARY_ROW(is_finite, false, NONLINEAR)
 
 /* ---------------------------------------------------------------- unary: arithmetic */
 
@@ -1384,7 +1377,7 @@ F_UNARY(neg, -x, -x)
 C_UNARY(neg, -x, -x)
 static const unary_op neg_op = {"neg", ACC_NUM, OUT_SAME, NULL,
                                 {E_INT(neg), E_FLOAT(neg), E_CPLX(neg)}};
-UNARY_ROW(neg, true, neg_transpose)
+UNARY_ROW(neg, true, LINEAR(neg_transpose))
 
 /* sign: -1/0/1; floats keep ±0 and NaN; complex x/|x|. */
 #define SIGN_S(s, T, UT, ST, WT, B) U_LOOP(sign_##s, T, T, (x > 0) - (x < 0))
@@ -1395,7 +1388,7 @@ F_UNARY(sign, x > 0 ? 1.0f : x < 0 ? -1.0f : x, x > 0 ? 1.0 : x < 0 ? -1.0 : x)
 C_UNARY(sign, x == 0 ? x : x / cabsf(x), x == 0 ? x : x / cabs(x))
 static const unary_op sign_op = {"sign", ACC_NUM, OUT_SAME, NULL,
                                  {E_INT(sign), E_FLOAT(sign), E_CPLX(sign)}};
-UNARY_ROW(sign, true, NULL)
+UNARY_ROW(sign, true, NONLINEAR)
 
 /* abs: integers wrap (abs(INT_MIN) == INT_MIN); complex -> real. */
 #define ABS_S(s, T, UT, ST, WT, B) U_LOOP(abs_##s, T, T, x < 0 ? (T)(0u - (WT)x) : x)
@@ -1407,7 +1400,7 @@ U_LOOP(abs_c64, c64, float, cabsf(x))
 U_LOOP(abs_c128, c128, double, cabs(x))
 static const unary_op abs_op = {"abs", ACC_NUM, OUT_REAL, NULL,
                                 {E_INT(abs), E_FLOAT(abs), E_CPLX(abs)}};
-UNARY_ROW(abs, false, NULL)
+UNARY_ROW(abs, false, NONLINEAR)
 
 /* square: integers wrap. */
 #define SQUARE_I(s, T, UT, ST, WT, B) U_LOOP(square_##s, T, T, (T)((WT)x * (WT)x))
@@ -1416,14 +1409,14 @@ F_UNARY(square, x * x, x * x)
 C_UNARY(square, x * x, x * x)
 static const unary_op square_op = {"square", ACC_NUM, OUT_SAME, NULL,
                                    {E_INT(square), E_FLOAT(square), E_CPLX(square)}};
-UNARY_ROW(square, true, NULL)
+UNARY_ROW(square, true, NONLINEAR)
 
 /* not: logical for bool, bitwise for integers. */
 U_LOOP(not_bool, uint8_t, uint8_t, x == 0)
 #define NOT_I(s, T, UT, ST, WT, B) U_LOOP(not_##s, T, T, ~(WT)x)
 INTS(NOT_I)
 static const unary_op not_op = {"not", ACC_BITS, OUT_SAME, NULL, {E_BOOL(not), E_INT(not)}};
-UNARY_ROW(not, true, NULL)
+UNARY_ROW(not, true, NONLINEAR)
 
 /* real / imag / conj: complex parts; real dtypes: identity, zeros, identity. */
 U_LOOP(real_c64, c64, float, crealf(x))
@@ -1438,13 +1431,13 @@ U_LOOP(conj_c128, c128, c128, conj(x))
     [OLY_FLOAT16] = f##2, [OLY_BFLOAT16] = f##2, [OLY_FLOAT32] = f##4, [OLY_FLOAT64] = f##8
 static const unary_op real_op = {"real", ACC_NUM, OUT_REAL, NULL,
                                  {REAL_DTYPES(copy), E_CPLX(real)}};
-UNARY_ROW(real, false, real_transpose)
+UNARY_ROW(real, false, LINEAR(real_transpose))
 static const unary_op imag_op = {"imag", ACC_NUM, OUT_REAL, NULL,
                                  {REAL_DTYPES(zero), E_CPLX(imag)}};
-UNARY_ROW(imag, false, imag_transpose)
+UNARY_ROW(imag, false, LINEAR(imag_transpose))
 static const unary_op conj_op = {"conj", ACC_NUM, OUT_SAME, NULL,
                                  {REAL_DTYPES(copy), E_CPLX(conj)}};
-UNARY_ROW(conj, true, conj_transpose)
+UNARY_ROW(conj, true, LINEAR(conj_transpose))
 
 /* integer_pow: x**y by repeated squaring in the dtype, over chunks so the
  * multiplies vectorise; negative y (inexact dtypes only) gives 1 / x**|y|. */
@@ -1510,7 +1503,7 @@ static const unary_op integer_pow_op = {
 static const oly_param_field integer_pow_fields[] = {
     {.name = "y", .kind = OLY_FIELD_INT, .offset = offsetof(oly_params_integer_pow, y)},
 };
-UNARY_ROW_P(integer_pow, true, oly_params_integer_pow, integer_pow_fields, NULL)
+UNARY_ROW_P(integer_pow, true, oly_params_integer_pow, integer_pow_fields, NONLINEAR)
 
 /* ---------------------------------------------------------------- convert_element_type */
 
@@ -1553,9 +1546,10 @@ static const oly_param_field convert_fields[] = {
 const oly_prim oly__prim_convert_element_type = {
     .name = "convert_element_type", .n_in = 1, .n_out = 1,
     .params_size = sizeof(oly_params_convert), .fields = convert_fields,
-    .n_fields = OLY_ARRAY_LEN(convert_fields), .shape = convert_shape, .kernel = convert_kernel,
+    .n_fields = OLY_ARRAY_LEN(convert_fields), .shape = convert_shape,
     .batch = elementwise_batch, .jvp = convert_element_type_jvp,
     .transpose = convert_element_type_transpose,
+    .no_rule = OLY_RULE_PARTIAL_EVAL,
 };
 
 /* ---------------------------------------------------------------- binary framework */
@@ -1631,9 +1625,9 @@ static oly_status binary_kernel(const binary_op *op, const oly_kernel_ctx *c)
     }                                                                                     \
     static oly_status op##_kernel(const oly_kernel_ctx *c) { return binary_kernel(&op##_op, c); } \
     const oly_prim oly__prim_##op = {.name = #op, .n_in = 2, .n_out = 1, .shape = op##_shape,   \
-                                     .kernel = op##_kernel, .inplace_ok = INPLACE,        \
                                      .batch = elementwise_batch, .jvp = op##_jvp,         \
-                                     .transpose = TRANSPOSE};
+                                     TRANSPOSE};                             \
+    const oly_cpu_kernel oly__cpu_##op = {.fn = op##_kernel, .inplace_ok = INPLACE};
 
 #define ACC2_NUM "numeric (integer, floating-point or complex) operands"
 #define ACC2_REAL "integer or floating-point operands"
@@ -1659,9 +1653,9 @@ C_BINARY(mul, x * y, x * y)
 static const binary_op add_op = {"add", ACC2_NUM, false, {E_INT(add), E_FLOAT(add), E_CPLX(add)}};
 static const binary_op sub_op = {"sub", ACC2_NUM, false, {E_INT(sub), E_FLOAT(sub), E_CPLX(sub)}};
 static const binary_op mul_op = {"mul", ACC2_NUM, false, {E_INT(mul), E_FLOAT(mul), E_CPLX(mul)}};
-BINARY_ROW(add, true, add_transpose)
-BINARY_ROW(sub, true, sub_transpose)
-BINARY_ROW(mul, true, mul_transpose)
+BINARY_ROW(add, true, LINEAR(add_transpose))
+BINARY_ROW(sub, true, LINEAR(sub_transpose))
+BINARY_ROW(mul, true, LINEAR(mul_transpose))
 
 /* div rounds toward zero; x/0 = -1 (signed) or all ones (unsigned); INT_MIN/-1 = INT_MIN.
  * rem has the dividend's sign; x%0 = x; INT_MIN%-1 = 0. */
@@ -1683,8 +1677,8 @@ C_BINARY(div, x / y, x / y)
 F_BINARY(rem, fmodf(x, y), fmod(x, y))
 static const binary_op div_op = {"div", ACC2_NUM, false, {E_INT(div), E_FLOAT(div), E_CPLX(div)}};
 static const binary_op rem_op = {"rem", ACC2_REAL, false, {E_INT(rem), E_FLOAT(rem)}};
-BINARY_ROW(div, true, div_transpose)
-BINARY_ROW(rem, true, NULL)
+BINARY_ROW(div, true, LINEAR(div_transpose))
+BINARY_ROW(rem, true, NONLINEAR)
 
 /* pow: integers by squaring (wrapping); a negative exponent gives 1 for base 1,
  * ±1 for base -1, else 0. Complex: 0**0 = 1, 0**y = 0 for Re y > 0. */
@@ -1728,7 +1722,7 @@ static inline c128 cpow128(c128 x, c128 y)
 F_BINARY_V(pow, powf(x, y), pow(x, y), Sleef_powf8_u10avx2(x, y), Sleef_powd4_u10avx2(x, y))
 C_BINARY(pow, cpow64(x, y), cpow128(x, y))
 static const binary_op pow_op = {"pow", ACC2_NUM, false, {E_INT(pow), E_FLOAT(pow), E_CPLX(pow)}};
-BINARY_ROW(pow, true, NULL)
+BINARY_ROW(pow, true, NONLINEAR)
 
 /* max/min: NaN propagates; bool acts as or/and. */
 #define MAXMIN_I(s, T, UT, ST, WT, B)                                                     \
@@ -1743,14 +1737,14 @@ static const binary_op max_op = {"max", ACC2_ANY_REAL, false,
                                  {E_BOOL(max), E_INT(max), E_FLOAT(max)}};
 static const binary_op min_op = {"min", ACC2_ANY_REAL, false,
                                  {E_BOOL(min), E_INT(min), E_FLOAT(min)}};
-BINARY_ROW(max, true, NULL)
-BINARY_ROW(min, true, NULL)
+BINARY_ROW(max, true, NONLINEAR)
+BINARY_ROW(min, true, NONLINEAR)
 
 /* atan2, nextafter: floats. nextafter on 16-bit formats steps the bit pattern. */
 F_BINARY_V(atan2, atan2f(x, y), atan2(x, y), Sleef_atan2f8_u10avx2(x, y),
            Sleef_atan2d4_u10avx2(x, y))
 static const binary_op atan2_op = {"atan2", ACC2_FLOAT, false, {E_FLOAT(atan2)}};
-BINARY_ROW(atan2, true, NULL)
+BINARY_ROW(atan2, true, NONLINEAR)
 
 B_LOOP(nextafter_f32, float, float, nextafterf(x, y))
 B_LOOP(nextafter_f64, double, double, nextafter(x, y))
@@ -1769,7 +1763,7 @@ static uint16_t half_nextafter(uint16_t x, uint16_t y, oly_dtype t)
 B_LOOP(nextafter_f16, uint16_t, uint16_t, half_nextafter(x, y, OLY_FLOAT16))
 B_LOOP(nextafter_bf16, uint16_t, uint16_t, half_nextafter(x, y, OLY_BFLOAT16))
 static const binary_op nextafter_op = {"nextafter", ACC2_FLOAT, false, {E_FLOAT(nextafter)}};
-BINARY_ROW(nextafter, true, NULL)
+BINARY_ROW(nextafter, true, NONLINEAR)
 
 /* ---------------------------------------------------------------- binary: bits */
 
@@ -1784,9 +1778,9 @@ B_LOOP(xor_bool, uint8_t, uint8_t, (x != 0) != (y != 0))
 static const binary_op and_op = {"and", ACC2_BITS, false, {E_BOOL(and), E_INT(and)}};
 static const binary_op or_op = {"or", ACC2_BITS, false, {E_BOOL(or), E_INT(or)}};
 static const binary_op xor_op = {"xor", ACC2_BITS, false, {E_BOOL(xor), E_INT(xor)}};
-BINARY_ROW(and, true, NULL)
-BINARY_ROW(or, true, NULL)
-BINARY_ROW(xor, true, NULL)
+BINARY_ROW(and, true, NONLINEAR)
+BINARY_ROW(or, true, NONLINEAR)
+BINARY_ROW(xor, true, NONLINEAR)
 
 /* Shifts act on the bit pattern; a shift count outside [0, bits) gives 0, or
  * the sign fill for the arithmetic right shift. */
@@ -1802,9 +1796,9 @@ static const binary_op shift_right_logical_op = {"shift_right_logical", ACC2_INT
                                                  {E_INT(shift_right_logical)}};
 static const binary_op shift_right_arithmetic_op = {"shift_right_arithmetic", ACC2_INT, false,
                                                     {E_INT(shift_right_arithmetic)}};
-BINARY_ROW(shift_left, true, NULL)
-BINARY_ROW(shift_right_logical, true, NULL)
-BINARY_ROW(shift_right_arithmetic, true, NULL)
+BINARY_ROW(shift_left, true, NONLINEAR)
+BINARY_ROW(shift_right_logical, true, NONLINEAR)
+BINARY_ROW(shift_right_arithmetic, true, NONLINEAR)
 
 /* ---------------------------------------------------------------- binary: comparisons */
 
@@ -1839,12 +1833,12 @@ static const binary_op lt_op = {"lt", ACC2_ANY_REAL, true, {E_BOOL(lt), E_INT(lt
 static const binary_op le_op = {"le", ACC2_ANY_REAL, true, {E_BOOL(le), E_INT(le), E_FLOAT(le)}};
 static const binary_op gt_op = {"gt", ACC2_ANY_REAL, true, {E_BOOL(gt), E_INT(gt), E_FLOAT(gt)}};
 static const binary_op ge_op = {"ge", ACC2_ANY_REAL, true, {E_BOOL(ge), E_INT(ge), E_FLOAT(ge)}};
-BINARY_ROW(eq, false, NULL)
-BINARY_ROW(ne, false, NULL)
-BINARY_ROW(lt, false, NULL)
-BINARY_ROW(le, false, NULL)
-BINARY_ROW(gt, false, NULL)
-BINARY_ROW(ge, false, NULL)
+BINARY_ROW(eq, false, NONLINEAR)
+BINARY_ROW(ne, false, NONLINEAR)
+BINARY_ROW(lt, false, NONLINEAR)
+BINARY_ROW(le, false, NONLINEAR)
+BINARY_ROW(gt, false, NONLINEAR)
+BINARY_ROW(ge, false, NONLINEAR)
 
 /* ---------------------------------------------------------------- select_n */
 
@@ -1957,6 +1951,12 @@ static oly_status select_n_kernel(const oly_kernel_ctx *c)
 }
 
 const oly_prim oly__prim_select_n = {
-    .name = "select_n", .n_in = -1, .n_out = 1, .shape = select_n_shape, .kernel = select_n_kernel,
+    .name = "select_n", .n_in = -1, .n_out = 1, .shape = select_n_shape,
     .batch = elementwise_batch, .jvp = select_n_jvp, .transpose = select_n_transpose,
+    .no_rule = OLY_RULE_PARTIAL_EVAL,
 };
+
+/* CPU kernel entries of the rows above whose kernels are not generated with
+ * them (src/cpu/table.c collects every oly__cpu_<name>). */
+const oly_cpu_kernel oly__cpu_convert_element_type = {.fn = convert_kernel};
+const oly_cpu_kernel oly__cpu_select_n = {.fn = select_n_kernel};

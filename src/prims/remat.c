@@ -147,7 +147,6 @@ const oly_prim oly__prim_remat = {
     .fields = remat_fields,
     .n_fields = OLY_ARRAY_LEN(remat_fields),
     .shape = oly__call_shape,
-    .kernel = oly__call_kernel,
     .batch = remat_batch,
     .jvp = remat_jvp,
     .transpose = oly__call_transpose, /* as pjit: the whole sub-program */

@@ -22,8 +22,12 @@ static oly_status cb_k_neg(const oly_kernel_ctx *c)
     return OLY_OK;
 }
 
-static const oly_prim c_neg = {.name = "c_neg", .n_in = 1, .n_out = 1, .shape = cb_same_shape,
-                               .kernel = cb_k_neg, .inplace_ok = true};
+static const oly_prim c_neg = {.name = "c_neg", .n_in = 1, .n_out = 1, .shape = cb_same_shape};
+static const oly_cpu_kernel c_neg_cpu = {.fn = cb_k_neg, .inplace_ok = true};
+__attribute__((constructor)) static void register_kernels(void)
+{
+    OLY_ASSERT(oly__cpu_register(&c_neg, &c_neg_cpu) == OLY_OK);
+}
 
 /* ---------------------------------------------------------------- host functions */
 

@@ -682,8 +682,10 @@ static oly_status twice_kernel(const oly_kernel_ctx *ctx)
 
 TEST(core_tu_run_kernel)
 {
-    const oly_prim twice = {.name = "twice", .n_in = 1, .num_outputs = twice_nout,
-                            .shape = twice_shape, .kernel = twice_kernel};
+    static const oly_prim twice = {.name = "twice", .n_in = 1, .num_outputs = twice_nout,
+                                   .shape = twice_shape};
+    static const oly_cpu_kernel twice_cpu = {.fn = twice_kernel};
+    CHECK_OK(oly__cpu_register(&twice, &twice_cpu));
     oly_array *in = tu_array(OLY_FLOAT32, 1, (int64_t[]){3}, (double[]){1, 2, 3});
     oly_array *bad = tu_array(OLY_INT32, 1, (int64_t[]){3}, NULL);
     oly_array *neg = tu_array(OLY_FLOAT32, 1, (int64_t[]){3}, (double[]){-1, 2, 3});

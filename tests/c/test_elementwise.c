@@ -395,7 +395,7 @@ TEST(elementwise_every_prims_def_row_is_covered)
             continue;
         }
         CHECK(row->shape != NULL);
-        CHECK(row->kernel != NULL);
+        CHECK(oly__cpu_kernel(row) != NULL);
         CHECK_EQ(row->n_out, 1);
         const oly_prim *reg = oly_prim_lookup(def_names[i]);
         if (reg != row) CHECK_FAIL_("registry lookup of '%s' gives %p, want %p", def_names[i],
@@ -929,7 +929,7 @@ static void run_split(const oly_prim *p, oly_array *a, oly_array *b, oly_array *
     for (int ith = 0; ith < nth; ith++) {
         oly_kernel_ctx c = {.n_in = b ? 2 : 1, .in = in, .in_aval = in_aval, .n_out = 1, .out = o,
                             .out_aval = oly_array_aval(out), .ith = ith, .nth = nth};
-        CHECK_OK(p->kernel(&c));
+        CHECK_OK(oly__cpu_kernel(p)->fn(&c));
     }
 }
 
@@ -958,10 +958,10 @@ TEST(elementwise_kernel_split_by_threads)
 
 TEST(elementwise_inplace_output_aliases_input)
 {
-    /* The executor may hand a kernel out == in[0] for inplace_ok rows. */
-    CHECK(oly__prim_add.inplace_ok);
-    CHECK(!oly__prim_abs.inplace_ok);
-    CHECK(!oly__prim_eq.inplace_ok);
+    /* The executor may hand a kernel out == in[0] for inplace_ok kernels. */
+    CHECK(oly__cpu_kernel(&oly__prim_add)->inplace_ok);
+    CHECK(!oly__cpu_kernel(&oly__prim_abs)->inplace_ok);
+    CHECK(!oly__cpu_kernel(&oly__prim_eq)->inplace_ok);
     oly_array *a = vec(OLY_FLOAT16, 300, NULL), *b = vec(OLY_FLOAT16, 300, NULL);
     uint16_t *ad = oly_array_mutable_data(a), *bd = oly_array_mutable_data(b);
     for (int i = 0; i < 300; i++) ad[i] = oly__float_to_half((float)i), bd[i] = oly__float_to_half(1);
@@ -970,7 +970,7 @@ TEST(elementwise_inplace_output_aliases_input)
     oly_aval av[2] = {*oly_array_aval(a), *oly_array_aval(b)};
     oly_kernel_ctx c = {.n_in = 2, .in = in, .in_aval = av, .n_out = 1, .out = o, .out_aval = av,
                         .ith = 0, .nth = 1};
-    CHECK_OK(oly__prim_add.kernel(&c));
+    CHECK_OK(oly__cpu_kernel(&oly__prim_add)->fn(&c));
     for (int i = 0; i < 300; i += 37) CHECK_NEAR(oly__half_to_float(ad[i]), i + 1, 0);
     oly_array_release(a), oly_array_release(b);
 }

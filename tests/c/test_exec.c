@@ -68,18 +68,28 @@ static oly_status k_fail(const oly_kernel_ctx *c)
     return oly__error(OLY_ERR_INVALID, "bad value %d", 7);
 }
 
-static const oly_prim t_neg = {.name = "t_neg", .n_in = 1, .n_out = 1, .shape = same_shape,
-                               .kernel = k_neg, .inplace_ok = true};
-static const oly_prim t_sq = {.name = "t_sq", .n_in = 1, .n_out = 1, .shape = same_shape,
-                              .kernel = k_sq, .inplace_ok = true};
-static const oly_prim t_add = {.name = "t_add", .n_in = 2, .n_out = 1, .shape = same_shape,
-                               .kernel = k_add, .inplace_ok = true};
-static const oly_prim t_split = {.name = "t_split", .n_in = 1, .n_out = 2, .shape = same_shape,
-                                 .kernel = k_split};
-static const oly_prim t_fail = {.name = "t_fail", .n_in = 1, .n_out = 1, .shape = same_shape,
-                                .kernel = k_fail};
+static const oly_prim t_neg = {.name = "t_neg", .n_in = 1, .n_out = 1, .shape = same_shape};
+static const oly_prim t_sq = {.name = "t_sq", .n_in = 1, .n_out = 1, .shape = same_shape};
+static const oly_prim t_add = {.name = "t_add", .n_in = 2, .n_out = 1, .shape = same_shape};
+static const oly_prim t_split = {.name = "t_split", .n_in = 1, .n_out = 2, .shape = same_shape};
+static const oly_prim t_fail = {.name = "t_fail", .n_in = 1, .n_out = 1, .shape = same_shape};
 static const oly_prim t_nokernel = {.name = "t_nokernel", .n_in = 1, .n_out = 1,
                                     .shape = same_shape};
+
+/* The test rows' CPU kernels, registered before any test runs. */
+static const oly_cpu_kernel t_neg_cpu = {.fn = k_neg, .inplace_ok = true};
+static const oly_cpu_kernel t_sq_cpu = {.fn = k_sq, .inplace_ok = true};
+static const oly_cpu_kernel t_add_cpu = {.fn = k_add, .inplace_ok = true};
+static const oly_cpu_kernel t_split_cpu = {.fn = k_split};
+static const oly_cpu_kernel t_fail_cpu = {.fn = k_fail};
+__attribute__((constructor)) static void register_kernels(void)
+{
+    OLY_ASSERT(oly__cpu_register(&t_neg, &t_neg_cpu) == OLY_OK);
+    OLY_ASSERT(oly__cpu_register(&t_sq, &t_sq_cpu) == OLY_OK);
+    OLY_ASSERT(oly__cpu_register(&t_add, &t_add_cpu) == OLY_OK);
+    OLY_ASSERT(oly__cpu_register(&t_split, &t_split_cpu) == OLY_OK);
+    OLY_ASSERT(oly__cpu_register(&t_fail, &t_fail_cpu) == OLY_OK);
+}
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -538,7 +548,7 @@ TEST(exec_threads_share_a_program)
     pthread_t th[T];
     thread_job jobs[T];
     /* Not compiled yet: the threads race to compile and cache it. */
-    CHECK(oly__program_cache(p) == NULL);
+    CHECK(oly__program_cache_get(p) == NULL);
     for (int i = 0; i < T; i++) {
         jobs[i] = (thread_job){p, i, 0};
         CHECK_EQ(pthread_create(&th[i], NULL, thread_main, &jobs[i]), 0);

@@ -60,7 +60,8 @@ oly_status tu_run_kernel(const oly_prim *p, const void *params, oly_array *const
         return oly__error(OLY_ERR_INVALID, "tu_run_kernel: %s has %d outputs, room for %d",
                           p->name, no, max_out);
     if (!p->shape) return oly__error(OLY_ERR_UNSUPPORTED, "%s: no shape rule", p->name);
-    if (!p->kernel) return oly__error(OLY_ERR_UNSUPPORTED, "%s: no CPU kernel", p->name);
+    const oly_cpu_kernel *k = oly__cpu_kernel(p);
+    if (!k) return oly__error(OLY_ERR_UNSUPPORTED, "%s: no CPU kernel", p->name);
 
     oly_status s = OLY_ERR_NOMEM;
     int nia = n_in > 0 ? n_in : 1, noa = no > 0 ? no : 1;
@@ -101,9 +102,8 @@ oly_status tu_run_kernel(const oly_prim *p, const void *params, oly_array *const
                    .effects = p->effects ? p->effects(params) : 0};
     oly_kernel_ctx kc = {.eqn = &eqn, .params = params, .n_in = n_in, .in = in_data,
                          .in_aval = in_aval, .n_out = no, .out = out_data, .out_aval = out_aval,
-                         .ith = 0, .nth = 1, .run = NULL, .exec = oly__exec_ops(),
-                         .in_array = in};
-    s = p->kernel(&kc);
+                         .ith = 0, .nth = 1, .run = NULL, .in_array = in};
+    s = k->fn(&kc);
     if (s != OLY_OK) goto done;
     for (int i = 0; i < no; i++) {
         out[i] = res[i];

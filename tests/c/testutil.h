@@ -17,7 +17,7 @@ oly_array *tu_scalar(oly_dtype t, double v);
 /* Element flat (row-major index) as a double (real part of complex). */
 double tu_get(const oly_array *a, int64_t flat);
 /* Runs p's shape rule on the inputs' avals, allocates zeroed outputs and calls
- * p->kernel once (ith 0, nth 1, run NULL, in_array = in). On success out[0..n-1]
+ * p's CPU kernel (oly__cpu_kernel) once (ith 0, nth 1, run NULL, in_array = in). On success out[0..n-1]
  * hold new references and *n_out (may be NULL) is n; on failure returns the
  * rule's or kernel's status with its message and writes no outputs. */
 oly_status tu_run_kernel(const oly_prim *p, const void *params, oly_array *const *in, int n_in,

@@ -1,0 +1,128 @@
+/* test_rows.c — walks every row of prims.def: a shape rule, every rule slot
+ * filled or marked empty on purpose (no_rule), an entry in src/cpu's kernel
+ * table, and for the plain families (elementwise, structural, reduce, linalg)
+ * a kernel that runs for every dtype the shape rule accepts. */
+#include "test.h"
+
+static const struct {
+    const char *ident;
+    const oly_prim *row;
+} rows[] = {
+#define OLY_PRIM(name) {#name, &oly__prim_##name},
+#include "prims/prims.def"
+#undef OLY_PRIM
+};
+
+TEST(rows_rules_filled_or_marked)
+{
+    CHECK_EQ(OLY_ARRAY_LEN(rows), OLY_PRIM_ID_COUNT);
+    for (int id = 0; id < OLY_ARRAY_LEN(rows); id++) {
+        const oly_prim *p = rows[id].row;
+        const char *n = rows[id].ident;
+        if (!p->name) {
+            CHECK_FAIL_("prims.def row %s has no name", n);
+            continue;
+        }
+        if (!p->shape) CHECK_FAIL_("%s: no shape rule", n);
+        const struct {
+            bool filled;
+            unsigned bit;
+            const char *slot;
+        } slot[] = {{p->batch != NULL, OLY_RULE_BATCH, "batch"},
+                    {p->jvp != NULL, OLY_RULE_JVP, "jvp"},
+                    {p->transpose != NULL, OLY_RULE_TRANSPOSE, "transpose"},
+                    {p->partial_eval != NULL, OLY_RULE_PARTIAL_EVAL, "partial_eval"}};
+        for (int k = 0; k < OLY_ARRAY_LEN(slot); k++) {
+            bool marked = (p->no_rule & slot[k].bit) != 0;
+            if (!slot[k].filled && !marked)
+                CHECK_FAIL_("%s: %s rule is NULL but not marked no_rule (OLY_RULE_*)", n,
+                            slot[k].slot);
+            if (slot[k].filled && marked)
+                CHECK_FAIL_("%s: %s rule is set and also marked no_rule", n, slot[k].slot);
+        }
+        CHECK_EQ(oly__prim_id(p), id);
+        const oly_cpu_kernel *k = oly__cpu_kernel_at(id);
+        if (!k || !k->fn) CHECK_FAIL_("%s: no CPU kernel in src/cpu's table", n);
+        else CHECK(oly__cpu_kernel(p) == k);
+    }
+    CHECK(oly__cpu_kernel_at(-1) == NULL);
+    CHECK(oly__cpu_kernel_at(OLY_PRIM_ID_COUNT) == NULL);
+}
+
+/* Builds `outs = p(ins)` for n_in inputs of dtype t and rank rank (dims 3)
+ * with zeroed params, and runs it when the shape rule accepts. Returns false
+ * when the shape rule (or the verifier) refused. */
+static bool try_run(const oly_prim *p, oly_dtype t, int n_in, int rank, const void *params)
+{
+    int64_t dims[1] = {3};
+    oly_aval a;
+    if (oly_aval_make(t, rank, dims, &a) != OLY_OK) return false;
+    oly_builder *b = NULL;
+    CHECK_OK(oly_builder_new(&b));
+    oly_atom in[4];
+    oly_array *arr[4] = {0};
+    for (int i = 0; i < n_in; i++) {
+        oly_var *v = NULL;
+        CHECK_OK(oly_builder_add_input(b, &a, &v));
+        in[i] = oly_atom_var(v);
+        CHECK_OK(oly_array_new(&a, &arr[i])); /* zeroed */
+    }
+    oly_var *outv[8];
+    int n_out = 0;
+    bool accepted = false;
+    oly_program *prog = NULL;
+    if (oly_builder_append(b, p, in, n_in, params, NULL, 0, outv, 8, &n_out) == OLY_OK) {
+        oly_atom outs[8];
+        for (int k = 0; k < n_out; k++) outs[k] = oly_atom_var(outv[k]);
+        if (oly_builder_finish(b, outs, n_out, &prog) == OLY_OK) {
+            accepted = true;
+            oly_array *res[8] = {0};
+            oly_status st = oly_program_run(prog, 0, arr, n_in, res, n_out);
+            if (st == OLY_ERR_UNSUPPORTED)
+                CHECK_FAIL_("%s(%d x %s, rank %d): accepted by the shape rule but: %s", p->name,
+                            n_in, oly_dtype_name(t), rank, oly_last_error());
+            for (int k = 0; k < n_out; k++) oly_array_release(res[k]);
+        }
+    }
+    oly_program_release(prog);
+    oly_builder_free(b);
+    for (int i = 0; i < n_in; i++) oly_array_release(arr[i]);
+    return accepted;
+}
+
+TEST(rows_every_accepted_dtype_has_a_kernel)
+{
+    /* prims.def lists the plain families first, dot_general last of them; the
+     * rows after it need nested programs or host functions (their table
+     * entries are checked above). */
+    for (int id = 0; id <= OLY_PRIM_ID_dot_general; id++) {
+        const oly_prim *p = rows[id].row;
+        void *params = calloc(1, p->params_size ? p->params_size : 1);
+        if (!params) {
+            CHECK_FAIL_("%s: out of memory", p->name);
+            continue;
+        }
+        /* Two params variants: int lists empty, then each (0) (argmax needs
+         * one axis); dtype params (index_dtype, new_dtype) are int32. */
+        int accepted = 0;
+        for (int variant = 0; variant < 2; variant++) {
+            for (int k = 0; k < p->n_fields; k++) {
+                char *f = (char *)params + p->fields[k].offset;
+                if (p->fields[k].kind == OLY_FIELD_DTYPE) *(oly_dtype *)f = OLY_INT32;
+                if (p->fields[k].kind == OLY_FIELD_INTS)
+                    *(oly_ints *)f = (oly_ints){.n = variant, .v = {0}};
+            }
+            for (int n = 0; n <= 3; n++) {
+                if (p->n_in >= 0 && n != p->n_in) continue;
+                for (int t = 0; t < OLY_DTYPE_COUNT; t++)
+                    for (int rank = 0; rank <= 1; rank++)
+                        accepted += try_run(p, (oly_dtype)t, n, rank,
+                                            p->params_size ? params : NULL);
+            }
+        }
+        free(params);
+        if (accepted == 0 && p->n_in != 0)
+            CHECK_FAIL_("%s: the shape rule accepted no dtype with zeroed params (test blind)",
+                        p->name);
+    }
+}
