@@ -84,6 +84,26 @@ static void plan_transfer(planner *pl, uint32_t from, uint32_t to)
     }
 }
 
+/* ---------------------------------------------------------------- empty outputs */
+
+/* An equation whose outputs are all empty, with no effect and no host code to
+ * call, has nothing to compute: its kernel is skipped. Kernels therefore never
+ * walk the rows of an empty result (a (2**55, 0) concatenate used to loop
+ * 2**55 times writing nothing). */
+static bool produces_nothing(const oly_eqn *e, const oly_cpu_kernel *k)
+{
+    if (e->n_out == 0 || e->effects || k->wants_arrays) return false;
+    for (int j = 0; j < e->n_out; j++)
+        if (oly_aval_size(&e->out[j]->aval) != 0) return false;
+    return true;
+}
+
+static oly_status skip_kernel(const oly_kernel_ctx *ctx)
+{
+    (void)ctx;
+    return OLY_OK;
+}
+
 /* ---------------------------------------------------------------- exe */
 
 void oly__exec_free(void *p)
@@ -212,7 +232,7 @@ static oly_status compile(oly_program *p, oly_exe **out)
         const oly_eqn *e = &p->eqn[i];
         oly_step *s = &exe->step[i];
         s->eqn = e;
-        s->kernel = kern[i]->fn;
+        s->kernel = produces_nothing(e, kern[i]) ? skip_kernel : kern[i]->fn;
         s->wants_arrays = kern[i]->wants_arrays;
         s->n_in = e->n_in;
         s->n_out = e->n_out;

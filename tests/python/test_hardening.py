@@ -204,3 +204,26 @@ def test_static_args_out_of_range_raise():
     # *args / **kwargs accept anything
     olympus.jit(lambda *a: a[0], static_argnums=5)
     olympus.jit(lambda x, **kw: x, static_argnames="anything")
+
+
+# F03: kernels never walk the rows of an empty result (this used to loop 2**55
+# times); run in a child so a regression fails by timeout instead of hanging.
+def test_empty_concatenate_with_huge_rows_returns():
+    import os
+    import subprocess
+    import textwrap
+    code = textwrap.dedent("""
+        import olympus, olympus.numpy as jnp
+        a = jnp.zeros((2**55, 0))
+        print(jnp.concatenate([a, a], axis=1).shape)
+        print(olympus.jit(lambda a: jnp.concatenate([a, a, a], axis=1))(a).shape)
+        print(jnp.flip(a, 0).shape, (a + 1).sum(axis=0).shape)
+        """)
+    env = dict(os.environ)
+    here = os.path.dirname(os.path.abspath(__file__))
+    env["PYTHONPATH"] = os.path.join(here, "..", "..", "python") + os.pathsep + \
+        env.get("PYTHONPATH", "")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[:2] == ["(36028797018963968, 0)"] * 2
