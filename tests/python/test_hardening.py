@@ -227,3 +227,27 @@ def test_empty_concatenate_with_huge_rows_returns():
                        timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split("\n")[:2] == ["(36028797018963968, 0)"] * 2
+
+
+# F02: the extension's types that wrap core objects cannot be made from Python
+# (a Tracer with no trace behind it used to segfault on use or on free).
+def test_internal_types_cannot_be_instantiated():
+    import olympus
+    from olympus import _core
+    seen = []
+
+    @olympus.jit
+    def f(x):
+        seen.append(type(x))
+        return x
+
+    f(1.0)
+    tracer_type = seen[0]
+    assert tracer_type is _core.Tracer
+    jaxpr = olympus.make_jaxpr(lambda x: x + 1)(1.0)
+    for tp in (_core.Tracer, _core.JitFunction, type(jaxpr), _core.Program):
+        with pytest.raises(TypeError, match="cannot create"):
+            tp()
+        with pytest.raises(TypeError, match="cannot create|not an acceptable|__new__"):
+            tp.__new__(tp)
+    assert float(olympus.jit(lambda x: x * 2)(3.0)) == 6.0       # still fine

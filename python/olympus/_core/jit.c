@@ -204,7 +204,7 @@ static PyType_Slot Jaxpr_slots[] = {
 static PyType_Spec Jaxpr_spec = {
     .name = "olympus._core.Jaxpr",
     .basicsize = sizeof(JaxprObject),
-    .flags = Py_TPFLAGS_DEFAULT,
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION,
     .slots = Jaxpr_slots,
 };
 
@@ -713,7 +713,8 @@ static PyType_Slot Jit_slots[] = {
 static PyType_Spec Jit_spec = {
     .name = "olympus._core.JitFunction",
     .basicsize = sizeof(JitFunction),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL |
+             Py_TPFLAGS_DISALLOW_INSTANTIATION,
     .slots = Jit_slots,
 };
 

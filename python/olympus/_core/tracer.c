@@ -1677,11 +1677,15 @@ PyObject *ext_operand_type_new(const char *name, int basicsize, const PyType_Slo
         slots[n++] = ext_operator_slots[i];
     slots[n].slot = 0;
     slots[n].pfunc = NULL;
+    /* Without a constructor of its own the type cannot be instantiated from
+     * Python (a Tracer made by type(t)() would have no trace behind it). */
+    bool has_new = false;
+    for (int i = 0; i < n_own; i++) has_new |= own[i].slot == Py_tp_new;
     PyType_Spec spec = {
         .name = name,
         .basicsize = basicsize,
         .itemsize = 0,
-        .flags = Py_TPFLAGS_DEFAULT,
+        .flags = Py_TPFLAGS_DEFAULT | (has_new ? 0 : Py_TPFLAGS_DISALLOW_INSTANTIATION),
         .slots = slots,
     };
     PyObject *tp = PyType_FromSpec(&spec);

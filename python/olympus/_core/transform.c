@@ -191,7 +191,7 @@ static PyType_Slot Program_slots[] = {
 static PyType_Spec Program_spec = {
     .name = "olympus._core.Program",
     .basicsize = sizeof(ProgramObject),
-    .flags = Py_TPFLAGS_DEFAULT,
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION,
     .slots = Program_slots,
 };
 
