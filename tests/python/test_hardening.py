@@ -251,3 +251,24 @@ def test_internal_types_cannot_be_instantiated():
         with pytest.raises(TypeError, match="cannot create|not an acceptable|__new__"):
             tp.__new__(tp)
     assert float(olympus.jit(lambda x: x * 2)(3.0)) == 6.0       # still fine
+
+
+# F05: a contiguous but unaligned result (np.frombuffer at an odd offset) is
+# accepted: results are copied byte-wise.
+@pytest.mark.parametrize("jit", [False, True])
+def test_callback_returns_unaligned_array(jit):
+    import olympus
+    raw = bytearray(1 + 4 * 8)
+
+    def host(x):
+        a = np.frombuffer(raw, dtype=np.float32, offset=1, count=8)
+        assert not a.flags.aligned
+        np.copyto(np.frombuffer(memoryview(raw)[1:], dtype=np.uint8),
+                  (np.asarray(x) * 2).view(np.uint8))
+        return a
+
+    f = lambda x: olympus.pure_callback(host, olympus.ShapeDtypeStruct((8,), np.float32), x)
+    if jit:
+        f = olympus.jit(f)
+    out = f(jnp.arange(8.0))
+    np.testing.assert_array_equal(np.asarray(out), np.arange(8.0) * 2)

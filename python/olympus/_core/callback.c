@@ -181,7 +181,8 @@ static int store_result(PyObject *leaf, int i, const oly_aval *aval, void *dst)
         }
         goto fail;
     }
-    if (!PyArray_ISCARRAY_RO(a) || !PyArray_ISNOTSWAPPED(a)) {
+    /* memcpy below copies bytes: alignment does not matter, only the layout. */
+    if (!PyArray_IS_C_CONTIGUOUS(a) || !PyArray_ISNOTSWAPPED(a)) {
         /* Fortran order, strided views, foreign byte order: relay out. */
         PyObject *dt = ext_st->np_dtype[aval->dtype];
         PyObject *c = dt ? PyObject_CallFunctionObjArgs(np_ascontiguousarray, arr, dt, NULL)
@@ -189,7 +190,7 @@ static int store_result(PyObject *leaf, int i, const oly_aval *aval, void *dst)
         if (!c) goto fail;
         Py_SETREF(arr, c);
         a = (PyArrayObject *)arr;
-        if (!PyArray_Check(arr) || !PyArray_ISCARRAY_RO(a)) {
+        if (!PyArray_Check(arr) || !PyArray_IS_C_CONTIGUOUS(a)) {
             PyErr_Format(PyExc_RuntimeError, "cannot lay out return value #%d contiguously", i);
             goto fail;
         }
