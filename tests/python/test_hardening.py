@@ -272,3 +272,37 @@ def test_callback_returns_unaligned_array(jit):
         f = olympus.jit(f)
     out = f(jnp.arange(8.0))
     np.testing.assert_array_equal(np.asarray(out), np.arange(8.0) * 2)
+
+
+# A failing callback is logged at ERROR with its traceback, as the reference
+# does, besides surfacing at the call site.
+@pytest.mark.parametrize("api,logger,msg", [
+    ("pure", "olympus._src.callback", "olympus.pure_callback failed"),
+    ("io", "olympus._src.callback", "olympus.io_callback failed"),
+    ("debug", "olympus._src.debugging", "olympus.debug.callback failed"),
+])
+def test_failing_callback_is_logged(caplog, api, logger, msg):
+    import logging
+    import olympus
+
+    def host(x):
+        raise ZeroDivisionError("boom")
+
+    sds = olympus.ShapeDtypeStruct((), np.float32)
+    calls = {"pure": lambda x: olympus.pure_callback(host, sds, x),
+             "io": lambda x: olympus.experimental.io_callback(host, sds, x),
+             "debug": lambda x: olympus.debug.callback(host, x)}
+
+    @olympus.jit
+    def f(x):
+        y = calls[api](x)          # a pure callback's result must be used (else DCE)
+        return x + 1 if y is None else x + y
+
+    with caplog.at_level(logging.ERROR, logger=logger):
+        with pytest.raises(olympus.CallbackError) as info:
+            f(np.float32(1))
+    assert isinstance(info.value.__cause__, ZeroDivisionError)
+    recs = [r for r in caplog.records if r.name == logger]
+    assert [r.getMessage() for r in recs] == [msg]
+    assert recs[0].levelno == logging.ERROR
+    assert "Traceback (most recent call last)" in caplog.text and "boom" in caplog.text

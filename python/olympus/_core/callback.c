@@ -426,6 +426,37 @@ done:
     return rc;
 }
 
+/* As the reference does, a failing callback is also logged: an ERROR record
+ * "olympus.<api> failed" with the exception's traceback, on the logger
+ * olympus._src.callback (pure and io callbacks) or olympus._src.debugging
+ * (debug callbacks). KeyboardInterrupt and SystemExit are not logged. A
+ * failure of logging itself is reported as unraisable, never raised. */
+static void log_failure(const char *kind, PyObject *exc)
+{
+    if (!PyObject_TypeCheck(exc, (PyTypeObject *)PyExc_Exception)) return;
+    bool debug = strcmp(kind, "debug_callback") == 0;
+    const char *msg = debug                                  ? "olympus.debug.callback failed"
+                      : strcmp(kind, "io_callback") == 0     ? "olympus.io_callback failed"
+                      : strcmp(kind, "pure_callback") == 0   ? "olympus.pure_callback failed"
+                                                             : "olympus callback failed";
+    PyObject *logging = PyImport_ImportModule("logging");
+    PyObject *logger = logging ? PyObject_CallMethod(logging, "getLogger", "s",
+                                                     debug ? "olympus._src.debugging"
+                                                           : "olympus._src.callback")
+                               : NULL;
+    PyObject *error = logger ? PyObject_GetAttrString(logger, "error") : NULL;
+    PyObject *args = error ? Py_BuildValue("(s)", msg) : NULL;
+    PyObject *kw = args ? Py_BuildValue("{sO}", "exc_info", exc) : NULL;
+    PyObject *r = kw ? PyObject_Call(error, args, kw) : NULL;
+    if (!r) PyErr_WriteUnraisable(exc);
+    Py_XDECREF(r);
+    Py_XDECREF(kw);
+    Py_XDECREF(args);
+    Py_XDECREF(error);
+    Py_XDECREF(logger);
+    Py_XDECREF(logging);
+}
+
 /* Turns the pending Python exception into the error payload and message. */
 static __attribute__((noinline)) oly_status fail_with_exception(pyfn *u, const char *kind)
 {
@@ -438,6 +469,7 @@ static __attribute__((noinline)) oly_status fail_with_exception(pyfn *u, const c
         return oly_host_fail(OLY_ERR_CALLBACK, "%s failed: %s: unknown error", kind, u->name);
     }
     if (tb) PyException_SetTraceback(value, tb);
+    log_failure(kind, value);
     const char *tname = PyExceptionInstance_Check(value) ? Py_TYPE(value)->tp_name : "Exception";
     const char *dot = strrchr(tname, '.');
     if (dot && strncmp(tname, "builtins.", 9) == 0) tname = dot + 1;
