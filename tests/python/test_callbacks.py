@@ -44,6 +44,14 @@ def test_pure_callback_eager_values_and_argument_arrays():
     assert out.dtype == np.float32 and out.shape == (5,)
     np.testing.assert_allclose(np.asarray(out), np.sin(x), rtol=1e-6)
     (arg,) = seen
+    # eagerly, as the reference: an olympus Array (immutable)
+    assert isinstance(arg, olympus.Array) and arg.dtype == f32 and arg.shape == (5,)
+    with pytest.raises(TypeError):
+        arg[0] = 1.0
+    # under jit: a read-only NumPy view (zero-copy)
+    seen.clear()
+    olympus.jit(lambda x: olympus.pure_callback(host, SDS((5,), f32), x))(x)
+    (arg,) = seen
     assert type(arg) is np.ndarray and arg.dtype == f32 and arg.shape == (5,)
     assert not arg.flags.writeable  # read-only view
     with pytest.raises(ValueError):
@@ -79,8 +87,12 @@ def test_scalars_arrive_as_zero_d_arrays_and_python_literals_are_accepted():
     out = olympus.pure_callback(host, SDS((), f32), 3, np.float32(2.0))
     assert float(out) == 1.5 and out.dtype == np.float32
     a, b = seen[0]
-    assert isinstance(a, np.ndarray) and a.shape == () and a.dtype == np.int32 and int(a) == 3
+    assert isinstance(a, olympus.Array) and a.shape == () and a.dtype == np.int32 and int(a) == 3
     assert b.shape == () and b.dtype == np.float32
+    seen.clear()
+    olympus.jit(lambda: olympus.pure_callback(host, SDS((), f32), 3, np.float32(2.0)))()
+    a, b = seen[0]
+    assert isinstance(a, np.ndarray) and a.shape == () and a.dtype == np.int32 and int(a) == 3
 
 
 def test_pytree_args_kwargs_and_result_structure():

@@ -306,3 +306,33 @@ def test_failing_callback_is_logged(caplog, api, logger, msg):
     assert [r.getMessage() for r in recs] == [msg]
     assert recs[0].levelno == logging.ERROR
     assert "Traceback (most recent call last)" in caplog.text and "boom" in caplog.text
+
+
+# Outside jit, pure_callback, io_callback and debug.callback hand the callback
+# olympus Arrays (as the reference does eagerly); under jit, NumPy views.
+def test_eager_callbacks_get_arrays():
+    import olympus
+    seen = []
+
+    def host(x, pair):
+        seen.append((type(x), type(pair[0]), type(pair[1])))
+        return np.asarray(x)
+
+    sds = olympus.ShapeDtypeStruct((2,), np.float32)
+    x = jnp.ones(2)
+    olympus.pure_callback(host, sds, x, (x, x), vmap_method="sequential")
+    olympus.experimental.io_callback(host, sds, x, (x, x))
+    olympus.debug.callback(lambda x, pair: seen.append((type(x), type(pair[0]), type(pair[1]))),
+                           x, (x, "label"))
+    A = olympus.Array
+    assert seen == [(A, A, A), (A, A, A), (A, A, str)]
+    seen.clear()
+
+    @olympus.jit
+    def f(x):
+        olympus.debug.callback(lambda x, pair: seen.append((type(x), type(pair[0]), pair[1])),
+                               x, (x, "label"))
+        return olympus.pure_callback(host, sds, x, (x, x))
+    f(x)
+    N = np.ndarray
+    assert seen == [(N, N, "label"), (N, N, N)]

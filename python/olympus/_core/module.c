@@ -102,7 +102,14 @@ static PyObject *py_is_tracer(PyObject *Py_UNUSED(m), PyObject *arg)
     return PyBool_FromLong(ext_is_tracer(arg));
 }
 
+static PyObject *py_tracing(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
+{
+    return PyBool_FromLong(ext_trace_current() != NULL);
+}
+
 static PyMethodDef module_methods[] = {
+    {"tracing", py_tracing, METH_NOARGS,
+     "tracing() -> True while a trace is open on this thread (operations are staged)"},
     {"set_x64", py_set_x64, METH_O, "set_x64(on): switch 64-bit default types on or off"},
     {"x64_enabled", py_x64_enabled, METH_NOARGS, "x64_enabled() -> bool"},
     {"effects_barrier", py_effects_barrier, METH_NOARGS,

@@ -100,6 +100,18 @@ def _flat_tree(n):
     return tree
 
 
+def _eager_arrays(callback):
+    """Called outside any trace, a callback gets olympus Arrays, as the
+    reference hands its arrays when called eagerly; under jit the host function
+    gets read-only NumPy views (zero-copy: the fast path)."""
+    def eager(*args, **kwargs):
+        leaves, tree = _core.tree_flatten((args, kwargs))
+        leaves = [_core.asarray(x) if isinstance(x, np.ndarray) else x for x in leaves]
+        args, kwargs = _core.tree_unflatten(tree, leaves)
+        return callback(*args, **kwargs)
+    return eager
+
+
 def _callback(kind, api, callback, result_shape_dtypes, args, kwargs, *, ordered=False,
               vmap_method=None):
     if not callable(callback):
@@ -111,9 +123,11 @@ def _callback(kind, api, callback, result_shape_dtypes, args, kwargs, *, ordered
     # flat; otherwise it rebuilds (args, kwargs) from in_tree, in C.
     if in_tree == _flat_tree(len(flat)):
         in_tree = None
+    name = _callable_name(callback)
+    if not _core.tracing():
+        callback = _eager_arrays(callback)
     out = _core.callback(kind, callback, avals, tuple(flat), ordered=ordered,
-                         vmap_method=vmap_method, name=_callable_name(callback),
-                         in_tree=in_tree)
+                         vmap_method=vmap_method, name=name, in_tree=in_tree)
     return _core.tree_unflatten(out_tree, out)
 
 
@@ -122,7 +136,8 @@ def pure_callback(callback, result_shape_dtypes, *args, sharding=None, vmap_meth
     """Calls a pure host Python function from olympus code (jitted or not).
 
     `callback(*args, **kwargs)` is called with every array leaf replaced by a
-    read-only NumPy array; it must return a pytree whose leaves match the shapes
+    read-only NumPy array under `jit` (zero-copy), or by an olympus Array when
+    called outside any trace (as the reference does eagerly); it must return a pytree whose leaves match the shapes
     and dtypes of `result_shape_dtypes` (a pytree of objects with `.shape` and
     `.dtype`; `None` or `()` for no result). Under `jit` an unused result may be
     removed, so the call may not happen. `vmap_method` chooses the `vmap` rule:
@@ -192,6 +207,8 @@ def _debug_caller(callback, in_tree, template, dyn_idx, convert):
 
 
 def _debug_callback_impl(callback, args, kwargs, ordered, name, convert=None):
+    if convert is None and not _core.tracing():
+        convert = _to_array   # eager: the callback gets olympus Arrays
     flat, in_tree = _core.tree_flatten((args, kwargs))
     dyn_idx = tuple(i for i, x in enumerate(flat) if _is_dynamic(x))
     if convert is None and len(dyn_idx) == len(flat):
@@ -212,7 +229,8 @@ def _debug_callback_impl(callback, args, kwargs, ordered, name, convert=None):
 
 def debug_callback(callback=None, *args, ordered=False, partitioned=False, **kwargs):
     """Calls `callback(*args, **kwargs)` on the host when the program runs, with
-    array leaves as read-only NumPy arrays and other leaves (strings, dtypes, any
+    array leaves as read-only NumPy arrays (olympus Arrays when called outside
+    any trace) and other leaves (strings, dtypes, any
     object) passed unchanged. Its return value is ignored; returns None. The call
     is a debug effect: never removed under `jit`.
 
