@@ -99,7 +99,7 @@ demo: deps
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 asan: deps
 	$(MAKE) BUILD=build-asan SAN="$(ASAN_FLAGS)" OPT=-O1 all build-asan/test_c
-	OLYMPUS_FAULTS=full ASAN_OPTIONS=detect_leaks=1 build-asan/test_c
+	ASAN_OPTIONS=detect_leaks=1 build-asan/test_c
 	cd tests/python && PYTHONPATH=$(CURDIR)/python \
 	  LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 	  ASAN_OPTIONS=detect_leaks=0 OLYMPUS_EXT_DIR=$(CURDIR)/build-asan \

@@ -107,7 +107,26 @@ static PyObject *py_tracing(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
     return PyBool_FromLong(ext_trace_current() != NULL);
 }
 
+/* Fault injection for tests (oly_fault_inject_alloc): the allocation n+1 from
+ * now inside the library fails; n < 0 disarms. */
+static PyObject *py_fault_inject_alloc(PyObject *Py_UNUSED(m), PyObject *arg)
+{
+    long n = PyLong_AsLong(arg);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    oly_fault_inject_alloc(n);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_fault_inject_left(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
+{
+    return PyLong_FromLong(oly_fault_inject_left());
+}
+
 static PyMethodDef module_methods[] = {
+    {"_fault_inject_alloc", py_fault_inject_alloc, METH_O,
+     "_fault_inject_alloc(n): make the library's allocation n+1 from now fail (n < 0: off)"},
+    {"_fault_inject_left", py_fault_inject_left, METH_NOARGS,
+     "_fault_inject_left() -> allocations left before the injected failure"},
     {"tracing", py_tracing, METH_NOARGS,
      "tracing() -> True while a trace is open on this thread (operations are staged)"},
     {"set_x64", py_set_x64, METH_O, "set_x64(on): switch 64-bit default types on or off"},
