@@ -8,7 +8,6 @@
  * under a second; make asan runs it with LeakSanitizer). */
 #include "test.h"
 
-
 #define N 4
 
 /* y = 2 * x, elementwise on f64 (the host function of the workload). */
