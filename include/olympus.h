@@ -5,7 +5,12 @@
  * run it (oly_program_run); or apply one primitive eagerly (oly_apply).
  * Every fallible call returns oly_status (OLY_OK == 0) and, on failure, leaves a
  * message in a per-thread buffer read back with oly_last_error().  Outputs are
- * written only on success.  Nothing here aborts on bad input.
+ * written only on success.  Nothing here aborts on bad input: every call that
+ * returns oly_status checks its pointers (NULL is OLY_ERR_INVALID with a
+ * message, unless its doc line says the pointer may be NULL).  The accessors
+ * that return a value directly (oly_array_aval, oly_array_data,
+ * oly_program_num_inputs, oly_var_aval, oly_aval_size, ...) take no NULL; the
+ * release functions accept NULL.
  *
  * Threads: arrays, programs and host functions are immutable after creation and
  * refcounted atomically, so they may be shared between threads; a builder is
@@ -428,8 +433,9 @@ OLY_API const oly_aval *oly_var_aval(const oly_var *v);
 /* A builder records inputs, constants and equations; finish makes the program. */
 OLY_API oly_status oly_builder_new(oly_builder **out);
 OLY_API void oly_builder_free(oly_builder *b); /* accepts NULL */
+/* out may be NULL (the input is added all the same). */
 OLY_API oly_status oly_builder_add_input(oly_builder *b, const oly_aval *aval, oly_var **out);
-/* A constant input; the builder retains value. */
+/* A constant input; the builder retains value. out may be NULL. */
 OLY_API oly_status oly_builder_add_const(oly_builder *b, oly_array *value, oly_var **out);
 /* Append one equation: runs p's shape rule (its errors are the user's errors),
  * copies params (may be NULL when p has none) and retains subs. outs receives
@@ -482,7 +488,8 @@ OLY_API oly_status oly_program_vmap(oly_program *p, const int *in_axes, int64_t 
  * Tangents have their primal's aval. nz_out has p's output count. */
 OLY_API oly_status oly_program_jvp(oly_program *p, const bool *nz_in, oly_program **out, bool *nz_out);
 /* jvp + partial evaluation. *primal: primals -> (outputs..., residuals...);
- * *linear: (residuals..., tangents of nz inputs...) -> tangents of nz outputs. */
+ * *linear: (residuals..., tangents of nz inputs...) -> tangents of nz outputs.
+ * n_res (may be NULL) receives the residual count. */
 OLY_API oly_status oly_program_linearize(oly_program *p, const bool *nz_in, oly_program **primal,
                                  oly_program **linear, int *n_res, bool *nz_out);
 /* linear: (n_res residuals..., linear inputs...) -> outputs, linear in the

@@ -91,3 +91,133 @@ TEST(hardening_host_failure_without_message)
               "io_callback: host function quiet_host failed with OLY_ERR_INVALID");
     CHECK_ERR(run_host(fail_with_message), OLY_ERR_INVALID, "bad input 7");
 }
+
+/* Every public entry point that returns oly_status rejects NULL pointers with
+ * OLY_ERR_INVALID and a message (run one at a time: none may crash). */
+static oly_status noop_host(void *user, oly_callback_frame *frame)
+{
+    (void)user;
+    (void)frame;
+    return OLY_OK;
+}
+
+static oly_status noop_trace(void *user, int n_in, const oly_aval *in_avals, const bool *nz,
+                             oly_program **out)
+{
+    (void)user, (void)n_in, (void)in_avals, (void)nz, (void)out;
+    return OLY_OK;
+}
+
+#define CHECK_NULL_ERR(expr)                                                              \
+    do {                                                                                  \
+        oly_error_clear();                                                                \
+        oly_status s__ = (expr);                                                          \
+        if (s__ == OLY_OK) CHECK_FAIL_("%s accepted a NULL", #expr);                      \
+        else if (!*oly_last_error()) CHECK_FAIL_("%s failed with no message", #expr);     \
+    } while (0)
+
+TEST(hardening_public_entry_points_check_pointers)
+{
+    oly_aval v;
+    CHECK_OK(oly_aval_make(OLY_FLOAT32, 1, (const int64_t[]){2}, &v));
+    float data[2] = {1, 2};
+    oly_array *a = NULL, *o = NULL;
+    CHECK_OK(oly_array_from_data(&v, data, &a));
+    oly_builder *b = NULL;
+    CHECK_OK(oly_builder_new(&b));
+    oly_var *x = NULL, *y = NULL;
+    CHECK_OK(oly_builder_add_input(b, &v, &x));
+    oly_atom ax = oly_atom_var(x);
+    int n_out = 0;
+    CHECK_OK(oly_builder_append(b, oly_prim_lookup("sin"), &ax, 1, NULL, NULL, 0, &y, 1, &n_out));
+    oly_program *p = NULL, *q = NULL, *r = NULL;
+    oly_atom ay = oly_atom_var(y);
+    CHECK_OK(oly_builder_finish(b, &ay, 1, &p));
+    oly_builder_free(b);
+    b = NULL;
+    CHECK_OK(oly_builder_new(&b));
+    char *text = NULL;
+    oly_host_fn *fn = NULL;
+    oly_thunk *th = NULL;
+    bool nz = true, nzo = false;
+    int in_axes = 0, n_res = 0;
+
+    CHECK_NULL_ERR(oly_dtype_from_name(NULL, &v.dtype));
+    CHECK_NULL_ERR(oly_dtype_from_name("f32", NULL));
+    CHECK_NULL_ERR(oly_aval_make(OLY_FLOAT32, 1, NULL, &v));
+    CHECK_NULL_ERR(oly_aval_make(OLY_FLOAT32, 1, (const int64_t[]){2}, NULL));
+    CHECK_NULL_ERR(oly_array_new(NULL, &o));
+    CHECK_NULL_ERR(oly_array_new(&v, NULL));
+    CHECK_NULL_ERR(oly_array_from_data(NULL, data, &o));
+    CHECK_NULL_ERR(oly_array_from_data(&v, NULL, &o));
+    CHECK_NULL_ERR(oly_array_from_data(&v, data, NULL));
+    CHECK_NULL_ERR(oly_array_wrap(NULL, data, NULL, NULL, &o));
+    CHECK_NULL_ERR(oly_array_wrap(&v, NULL, NULL, NULL, &o));
+    CHECK_NULL_ERR(oly_array_wrap(&v, data, NULL, NULL, NULL));
+    CHECK_NULL_ERR(oly_array_view(NULL, &v, &o));
+    CHECK_NULL_ERR(oly_array_view(a, NULL, &o));
+    CHECK_NULL_ERR(oly_array_view(a, &v, NULL));
+    CHECK_NULL_ERR(oly_host_fn_new("f", NULL, NULL, NULL, &fn));
+    CHECK_NULL_ERR(oly_host_fn_new("f", noop_host, NULL, NULL, NULL));
+    CHECK_NULL_ERR(oly_thunk_new("t", NULL, NULL, NULL, &th));
+    CHECK_NULL_ERR(oly_thunk_new("t", noop_trace, NULL, NULL, NULL));
+    CHECK_NULL_ERR(oly_thunk_trace(NULL, 0, NULL, NULL, &q));
+    CHECK_NULL_ERR(oly_builder_new(NULL));
+    CHECK_NULL_ERR(oly_builder_add_input(NULL, &v, &x));
+    CHECK_NULL_ERR(oly_builder_add_input(b, NULL, &x));
+    CHECK_NULL_ERR(oly_builder_add_const(NULL, a, &x));
+    CHECK_NULL_ERR(oly_builder_add_const(b, NULL, &x));
+    CHECK_NULL_ERR(oly_builder_append(NULL, oly_prim_lookup("sin"), &ax, 1, NULL, NULL, 0, &y, 1,
+                                      &n_out));
+    CHECK_NULL_ERR(oly_builder_append(b, NULL, &ax, 1, NULL, NULL, 0, &y, 1, &n_out));
+    CHECK_NULL_ERR(oly_builder_append(b, oly_prim_lookup("sin"), NULL, 1, NULL, NULL, 0, &y, 1,
+                                      &n_out));
+    CHECK_NULL_ERR(oly_builder_append(b, oly_prim_lookup("sin"), &ax, 1, NULL, NULL, 0, NULL, 1,
+                                      &n_out));
+    CHECK_NULL_ERR(oly_builder_inline(NULL, p, &ax, &ay));
+    CHECK_NULL_ERR(oly_builder_inline(b, NULL, &ax, &ay));
+    CHECK_NULL_ERR(oly_builder_inline(b, p, NULL, &ay));
+    CHECK_NULL_ERR(oly_builder_inline(b, p, &ax, NULL));
+    CHECK_NULL_ERR(oly_builder_finish(NULL, NULL, 0, &q));
+    CHECK_NULL_ERR(oly_builder_finish(b, NULL, 1, &q));
+    CHECK_NULL_ERR(oly_builder_finish(b, NULL, 0, NULL));
+    CHECK_NULL_ERR(oly_program_verify(NULL));
+    CHECK_NULL_ERR(oly_program_print(NULL, &text));
+    CHECK_NULL_ERR(oly_program_print(p, NULL));
+    CHECK_NULL_ERR(oly_program_dce(NULL, &q));
+    CHECK_NULL_ERR(oly_program_dce(p, NULL));
+    CHECK_NULL_ERR(oly_program_vmap(NULL, &in_axes, 2, &in_axes, &q));
+    CHECK_NULL_ERR(oly_program_vmap(p, NULL, 2, &in_axes, &q));
+    CHECK_NULL_ERR(oly_program_vmap(p, &in_axes, 2, NULL, &q));
+    CHECK_NULL_ERR(oly_program_vmap(p, &in_axes, 2, &in_axes, NULL));
+    CHECK_NULL_ERR(oly_program_jvp(NULL, &nz, &q, &nzo));
+    CHECK_NULL_ERR(oly_program_jvp(p, NULL, &q, &nzo));
+    CHECK_NULL_ERR(oly_program_jvp(p, &nz, NULL, &nzo));
+    CHECK_NULL_ERR(oly_program_jvp(p, &nz, &q, NULL));
+    CHECK_NULL_ERR(oly_program_linearize(NULL, &nz, &q, &r, &n_res, &nzo));
+    CHECK_NULL_ERR(oly_program_linearize(p, NULL, &q, &r, &n_res, &nzo));
+    CHECK_NULL_ERR(oly_program_linearize(p, &nz, NULL, &r, &n_res, &nzo));
+    CHECK_NULL_ERR(oly_program_linearize(p, &nz, &q, NULL, &n_res, &nzo));
+    CHECK_NULL_ERR(oly_program_linearize(p, &nz, &q, &r, &n_res, NULL));
+    CHECK_NULL_ERR(oly_program_transpose(NULL, 0, &q));
+    CHECK_NULL_ERR(oly_program_transpose(p, 0, NULL));
+    CHECK_NULL_ERR(oly_program_run(NULL, 0, &a, 1, &o, 1));
+    CHECK_NULL_ERR(oly_program_run(p, 0, NULL, 1, &o, 1));
+    CHECK_NULL_ERR(oly_program_run(p, 0, &a, 1, NULL, 1));
+    oly_array *none = NULL;
+    CHECK_NULL_ERR(oly_program_run(p, 0, &none, 1, &o, 1));
+    CHECK_NULL_ERR(oly_apply(NULL, NULL, &a, 1, &o, 1, &n_out));
+    CHECK_NULL_ERR(oly_apply(oly_prim_lookup("sin"), NULL, NULL, 1, &o, 1, &n_out));
+    CHECK_NULL_ERR(oly_apply(oly_prim_lookup("sin"), NULL, &none, 1, &o, 1, &n_out));
+    CHECK_NULL_ERR(oly_apply(oly_prim_lookup("sin"), NULL, &a, 1, NULL, 1, &n_out));
+    CHECK(o == NULL && q == NULL && r == NULL && fn == NULL && th == NULL && text == NULL);
+    /* the out-parameters the header calls optional */
+    CHECK_OK(oly_builder_add_input(b, &v, NULL));
+    CHECK_OK(oly_builder_add_const(b, a, NULL));
+    CHECK_OK(oly_program_linearize(p, &nz, &q, &r, NULL, &nzo));
+    oly_program_release(q);
+    oly_program_release(r);
+    oly_builder_free(b);
+    oly_program_release(p);
+    oly_array_release(a);
+}
