@@ -567,7 +567,7 @@ static oly_status while_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_
         return oly__error(OLY_ERR_UNSUPPORTED, "Ordered IO effects not supported in vmap.");
     TMP_BEGIN;
     bool *b_in, *carry_b, *bo, *cin_b, pred_b = false;
-    oly_atom *ops, *nops_;
+    oly_atom *ops;
     ALLOC(b_in, eqn->n_in);
     ALLOC(carry_b, nc);
     ALLOC(bo, nc);
@@ -606,24 +606,38 @@ static oly_status while_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_
         TRY(oly__emit(ctx->b, eqn->prim, ops, eqn->n_in, eqn->params, subs, 2, out));
         goto done;
     }
-    /* Batched predicate: loop while any lane runs; lanes that are done keep
-     * their carry. cond' = reduce_or(cond_v); body' takes the cond consts too. */
+    /* Batched predicate: the predicate travels in the carry, as one more
+     * loop value, so the condition runs once per iteration on every lane
+     * (and once before the loop): lanes that are done keep their carry.
+     *   pred0 = cond_v(cconsts, init)
+     *   cond'(carry, pred) = reduce_or(pred)
+     *   body'(cconsts, bconsts, carry, pred):
+     *     c' = select(pred, body_v(bconsts, carry), carry)
+     *     return (c', cond_v(cconsts, c')) */
     oly_builder *b = NULL;
     oly_program *c2 = NULL, *b2 = NULL;
+    oly_atom pred0;
     {
-        oly_atom *cin, pv, any;
+        oly_atom *cin;
         ALLOC(cin, cn + nc);
+        for (int i = 0; i < cn; i++) cin[i] = ops[i];
+        for (int k = 0; k < nc; k++) cin[cn + k] = ops[cn + bn + k];
+        TRY(oly__emit_inline(ctx->b, cv, cin, &pred0));
+    }
+    oly_aval pred_aval = oly__atom_aval(&pred0);
+    {
+        oly_atom *cin, any;
+        ALLOC(cin, nc + 1);
         TRY(oly_builder_new(&b));
-        for (int i = 0; i < cn + nc && s == OLY_OK; i++) {
+        for (int k = 0; k <= nc && s == OLY_OK; k++) {
             oly_var *v;
-            s = oly_builder_add_input(b, &cv->in[i]->aval, &v);
-            if (s == OLY_OK) cin[i] = oly_atom_var(v);
+            s = oly_builder_add_input(b, k < nc ? &cv->in[cn + k]->aval : &pred_aval, &v);
+            if (s == OLY_OK) cin[k] = oly_atom_var(v);
         }
         oly_params_reduce rp;
         memset(&rp, 0, sizeof rp);
         rp.axes = oly__ints(1, (int64_t[]){0});
-        if (s == OLY_OK) s = oly__emit_inline(b, cv, cin, &pv);
-        if (s == OLY_OK) s = oly__emit(b, &oly__prim_reduce_or, &pv, 1, &rp, NULL, 0, &any);
+        if (s == OLY_OK) s = oly__emit(b, &oly__prim_reduce_or, &cin[nc], 1, &rp, NULL, 0, &any);
         if (s == OLY_OK) s = oly_builder_finish(b, &any, 1, &c2);
         oly_builder_free(b);
         b = NULL;
@@ -631,25 +645,26 @@ static oly_status while_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_
         TRY(keep(&t, c2));
     }
     {
-        /* body'(cconsts, bconsts, carry) */
-        int n2 = cn + bn + nc;
-        oly_atom *w, *ci, *bi, *newc, *res, pv;
+        /* body'(cconsts, bconsts, carry, pred) */
+        int n2 = cn + bn + nc + 1;
+        oly_atom *w, *ci, *bi, *newc, *res;
         ALLOC(w, n2);
         ALLOC(ci, cn + nc);
         ALLOC(bi, bn + nc);
         ALLOC(newc, nc);
-        ALLOC(res, nc);
+        ALLOC(res, nc + 1);
         TRY(oly_builder_new(&b));
         for (int i = 0; i < n2 && s == OLY_OK; i++) {
-            const oly_aval *a = i < cn ? &cv->in[i]->aval : &bv->in[i - cn]->aval;
+            const oly_aval *a = i < cn       ? &cv->in[i]->aval
+                                : i < n2 - 1 ? &bv->in[i - cn]->aval
+                                             : &pred_aval;
             oly_var *v;
             s = oly_builder_add_input(b, a, &v);
             if (s == OLY_OK) w[i] = oly_atom_var(v);
         }
+        oly_atom pv = w[n2 - 1];
         for (int i = 0; i < cn; i++) ci[i] = w[i];
         for (int i = 0; i < bn + nc; i++) bi[i] = w[cn + i];
-        for (int k = 0; k < nc; k++) ci[cn + k] = w[cn + bn + k];
-        if (s == OLY_OK) s = oly__emit_inline(b, cv, ci, &pv);
         if (s == OLY_OK) s = oly__emit_inline(b, bv, bi, newc);
         for (int k = 0; k < nc && s == OLY_OK; k++) {
             oly_aval a = oly__atom_aval(&newc[k]);
@@ -658,19 +673,24 @@ static oly_status while_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_
                 oly_ints shape = oly__ints(a.rank, a.dims), dims = oly__ints(1, (int64_t[]){0});
                 s = oly__emit_broadcast_in_dim(b, pv, &shape, &dims, &pk);
             }
-            if (s == OLY_OK) s = oly__emit_select(b, pk, ci[cn + k], newc[k], &res[k]);
+            if (s == OLY_OK) s = oly__emit_select(b, pk, w[cn + bn + k], newc[k], &res[k]);
+            ci[cn + k] = res[k];
         }
-        if (s == OLY_OK) s = oly_builder_finish(b, res, nc, &b2);
+        if (s == OLY_OK) s = oly__emit_inline(b, cv, ci, &res[nc]);
+        if (s == OLY_OK) s = oly_builder_finish(b, res, nc + 1, &b2);
         oly_builder_free(b);
         if (s != OLY_OK) goto done;
         TRY(keep(&t, b2));
     }
-    ALLOC(nops_, cn + eqn->n_in);
-    for (int i = 0; i < cn; i++) nops_[i] = nops_[cn + i] = ops[i];
-    for (int i = cn; i < eqn->n_in; i++) nops_[cn + i] = ops[i];
-    oly_params_while np = {.cond_nconsts = cn, .body_nconsts = cn + bn};
+    oly_atom *nops_, *outs;
+    ALLOC(nops_, eqn->n_in + 1);
+    ALLOC(outs, nc + 1);
+    for (int i = 0; i < eqn->n_in; i++) nops_[i] = ops[i];
+    nops_[eqn->n_in] = pred0;
+    oly_params_while np = {.cond_nconsts = 0, .body_nconsts = cn + bn};
     oly_program *subs[2] = {c2, b2};
-    TRY(oly__emit(ctx->b, eqn->prim, nops_, cn + eqn->n_in, &np, subs, 2, out));
+    TRY(oly__emit(ctx->b, eqn->prim, nops_, eqn->n_in + 1, &np, subs, 2, outs));
+    for (int k = 0; k < nc; k++) out[k] = outs[k];
 done:
     tfree(&t);
     return s;

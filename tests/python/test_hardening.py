@@ -336,3 +336,31 @@ def test_eager_callbacks_get_arrays():
     f(x)
     N = np.ndarray
     assert seen == [(N, N, "label"), (N, N, N)]
+
+
+# A debug print in the condition of a while_loop whose predicate is batched
+# runs once per iteration on every lane and once before the loop (the
+# predicate travels in the carry), as the reference does: lanes x (iterations
+# + 1) lines, not twice that.
+@pytest.mark.parametrize("jit", [False, True])
+def test_batched_while_condition_prints_once_per_iteration(capsys, jit):
+    import olympus
+    from olympus import lax
+
+    def cond(c):
+        olympus.debug.print("c={}", c[0], ordered=True)
+        return c[0] < c[1]
+
+    def f(x, lim):
+        return lax.while_loop(cond, lambda c: (c[0] + 1, c[1]), (x, lim))[0]
+
+    g = olympus.vmap(f)
+    if jit:
+        g = olympus.jit(g)
+    out = g(jnp.array([0, 1, 4]), jnp.array([3, 5, 2]))
+    np.testing.assert_array_equal(np.asarray(out), [3, 5, 4])
+    lines = capsys.readouterr().out.split()
+    # 4 iterations (lane 1 runs 1 -> 5) + the check before the loop, 3 lanes
+    assert len(lines) == 3 * (4 + 1)
+    assert lines[:3] == ["c=0", "c=1", "c=4"]        # before the loop, one per lane
+    assert lines[-3:] == ["c=3", "c=5", "c=4"]        # finished lanes keep their carry
