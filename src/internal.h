@@ -22,9 +22,9 @@ oly_status oly__error(oly_status status, const char *fmt, ...)
 #endif
     ;
 oly_status oly__verror(oly_status status, const char *fmt, va_list ap);
-/* How many messages this thread has written: a caller compares it before and
- * after a call into host code to know whether the failure left a message. */
-unsigned long oly__error_serial(void);
+/* Empties this thread's message (not its payload): the outermost run starts
+ * clean, so a host function that fails without a message is noticed. */
+void oly__error_forget(void);
 /* Prefix the current message with "prefix: " (keeps status). */
 oly_status oly__error_prefix(oly_status status, const char *fmt, ...)
 #if defined(__GNUC__)

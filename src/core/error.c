@@ -4,9 +4,7 @@
 static _Thread_local char message[2048];
 static _Thread_local void *payload;
 static _Thread_local void (*payload_free)(void *);
-static _Thread_local unsigned long serial; /* messages written on this thread */
-
-unsigned long oly__error_serial(void) { return serial; }
+void oly__error_forget(void) { message[0] = '\0'; }
 
 const char *oly_last_error(void) { return message; }
 
@@ -28,7 +26,6 @@ const char *oly_status_name(oly_status s)
 oly_status oly__verror(oly_status status, const char *fmt, va_list ap)
 {
     vsnprintf(message, sizeof message, fmt, ap);
-    serial++;
     return status;
 }
 

@@ -281,6 +281,7 @@ oly_status oly__exec_run(oly_run *parent, const oly_exe *exe, int device, const 
     int *tdepth = parent ? NULL : &thread_depth;
     int depth = (parent ? parent->depth : *tdepth) + 1;
     if (depth > OLY_EXEC_MAX_DEPTH) return depth_error();
+    if (depth == 1) oly__error_forget();
     run_state *rs = state_take(exe, parent, device, depth);
     if (!rs) return OLY_ERR_NOMEM;
     oly_status st = run_once(rs, exe, in, in_arrays, out, tdepth);
