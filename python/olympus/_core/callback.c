@@ -621,7 +621,7 @@ static int parse_vmap_method(PyObject *o, int *out)
     PyErr_Format(PyExc_ValueError,
                  "vmap_method must be one of the allowed methods [None, 'sequential', "
                  "'sequential_unrolled', 'expand_dims', 'broadcast_all', 'legacy_vectorized'], "
-                 "but got: %R",
+                 "but got: %S",
                  o);
     return -1;
 }

@@ -23,8 +23,6 @@ from olympus import _core
 __all__ = ["pure_callback", "io_callback", "debug_callback", "debug_print", "debug_log",
            "effects_barrier"]
 
-_VMAP_METHODS = [None, "sequential", "sequential_unrolled", "expand_dims", "broadcast_all",
-                 "legacy_vectorized"]
 _X64_DTYPES = frozenset(np.dtype(t) for t in ("int64", "uint64", "float64", "complex128"))
 _CACHE_SIZE = 256
 
@@ -41,13 +39,6 @@ def _bounded_put(cache, key, value):
 def _callable_name(fn):
     name = getattr(fn, "__name__", None)
     return name if isinstance(name, str) else repr(fn)
-
-
-def _check_vmap_method(vmap_method):
-    if vmap_method is None or (isinstance(vmap_method, str) and vmap_method in _VMAP_METHODS):
-        return
-    raise ValueError(f"vmap_method must be one of the allowed methods {_VMAP_METHODS}, "
-                     f"but got: {vmap_method}")
 
 
 def _check_sharding(api, sharding):
@@ -150,7 +141,6 @@ def pure_callback(callback, result_shape_dtypes, *args, sharding=None, vmap_meth
     if "vectorized" in kwargs:
         raise ValueError("The 'vectorized' argument of olympus.pure_callback was removed "
                          "(as in JAX v0.6.0). Use 'vmap_method' instead.")
-    _check_vmap_method(vmap_method)
     _check_sharding("pure_callback", sharding)
     return _callback("pure_callback", "pure_callback", callback, result_shape_dtypes, args,
                      kwargs, vmap_method=vmap_method)
