@@ -450,6 +450,13 @@ OLY_API oly_status oly_builder_append(oly_builder *b, const oly_prim *p, const o
  * become constants of b. Fails like oly_builder_append. */
 OLY_API oly_status oly_builder_inline(oly_builder *b, oly_program *p, const oly_atom *in,
                                       oly_atom *out);
+/* A program of one equation: inputs of in_avals (n_in of them, each
+ * weak flag kept), p applied to them with params and subs, every output of
+ * the equation as an output. *out is a new program. Fails like
+ * oly_builder_append. */
+OLY_API oly_status oly_program_of_eqn(const oly_prim *p, const void *params,
+                                      const oly_aval *in_avals, int n_in,
+                                      oly_program *const *subs, int n_sub, oly_program **out);
 OLY_API oly_status oly_builder_finish(oly_builder *b, const oly_atom *outs, int n_out, oly_program **out);
 
 OLY_API oly_program *oly_program_retain(oly_program *p);

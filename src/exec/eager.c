@@ -109,40 +109,11 @@ static entry *insert(entry *e)
 static oly_status build(const oly_prim *p, const void *params, oly_array *const *in, int n_in,
                         oly_program **out)
 {
-    oly_status st;
-    oly_builder *b = NULL;
-    oly_atom *atoms = oly__calloc((size_t)n_in, sizeof *atoms);
-    int n_res = oly_prim_num_outputs(p, params, n_in);
-    oly_var **outs = NULL;
-    oly_atom *out_atoms = NULL;
-    if (!atoms) return OLY_ERR_NOMEM;
-    if (n_res < 0) {
-        st = oly__error(OLY_ERR_INVALID, "%s: cannot take %d inputs", p->name, n_in);
-        goto done;
-    }
-    outs = oly__calloc((size_t)n_res, sizeof *outs);
-    out_atoms = oly__calloc((size_t)n_res, sizeof *out_atoms);
-    if (!outs || !out_atoms) {
-        st = OLY_ERR_NOMEM;
-        goto done;
-    }
-    if ((st = oly_builder_new(&b)) != OLY_OK) goto done;
-    for (int i = 0; i < n_in; i++) {
-        oly_var *v;
-        if ((st = oly_builder_add_input(b, &in[i]->aval, &v)) != OLY_OK) goto done;
-        atoms[i] = oly_atom_var(v);
-    }
-    int got = 0;
-    st = oly_builder_append(b, p, atoms, n_in, params, NULL, 0, outs, n_res, &got);
-    if (st != OLY_OK) goto done;
-    for (int k = 0; k < got && k < n_res; k++) out_atoms[k] = oly_atom_var(outs[k]);
-    st = oly_builder_finish(b, out_atoms, got < n_res ? got : n_res, out);
-
-done:
-    oly_builder_free(b);
-    free(atoms);
-    free(outs);
-    free(out_atoms);
+    oly_aval small[8] = {{0}}, *av = n_in <= 8 ? small : oly__calloc((size_t)n_in, sizeof *av);
+    if (!av) return OLY_ERR_NOMEM;
+    for (int i = 0; i < n_in; i++) av[i] = in[i]->aval;
+    oly_status st = oly_program_of_eqn(p, params, av, n_in, NULL, 0, out);
+    if (av != small) free(av);
     return st;
 }
 

@@ -417,3 +417,36 @@ const oly_aval *oly_program_output_aval(const oly_program *p, int i)
 }
 
 uint32_t oly_program_effects(const oly_program *p) { return p ? p->effects : 0; }
+
+oly_status oly_program_of_eqn(const oly_prim *p, const void *params, const oly_aval *in_avals,
+                              int n_in, oly_program *const *subs, int n_sub, oly_program **out)
+{
+    if (!p) return oly__error(OLY_ERR_INVALID, "oly_program_of_eqn: primitive is NULL");
+    if (!out) return oly__error(OLY_ERR_INVALID, "oly_program_of_eqn: out is NULL");
+    if (n_in < 0 || (n_in > 0 && !in_avals))
+        return oly__error(OLY_ERR_INVALID, "oly_program_of_eqn: %d inputs, in_avals=%p", n_in,
+                          (const void *)in_avals);
+    int n_res = oly_prim_num_outputs(p, params, n_in);
+    if (n_res < 0) return oly__error(OLY_ERR_INVALID, "%s: cannot take %d inputs", p->name, n_in);
+    oly_builder *b = NULL;
+    oly_atom *atoms = oly__calloc((size_t)n_in + 1, sizeof *atoms);
+    oly_var **outs = oly__calloc((size_t)n_res + 1, sizeof *outs);
+    oly_atom *out_atoms = oly__calloc((size_t)n_res + 1, sizeof *out_atoms);
+    oly_status st = atoms && outs && out_atoms ? oly_builder_new(&b) : OLY_ERR_NOMEM;
+    for (int i = 0; i < n_in && st == OLY_OK; i++) {
+        oly_var *v;
+        st = oly_builder_add_input(b, &in_avals[i], &v);
+        if (st == OLY_OK) atoms[i] = oly_atom_var(v);
+    }
+    int got = 0;
+    if (st == OLY_OK)
+        st = oly_builder_append(b, p, atoms, n_in, params, subs, n_sub, outs, n_res, &got);
+    if (got > n_res) got = n_res;
+    for (int k = 0; st == OLY_OK && k < got; k++) out_atoms[k] = oly_atom_var(outs[k]);
+    if (st == OLY_OK) st = oly_builder_finish(b, out_atoms, got, out);
+    oly_builder_free(b);
+    free(atoms);
+    free(outs);
+    free(out_atoms);
+    return st;
+}

@@ -210,6 +210,9 @@ TEST(hardening_public_entry_points_check_pointers)
     CHECK_NULL_ERR(oly_apply(oly_prim_lookup("sin"), NULL, NULL, 1, &o, 1, &n_out));
     CHECK_NULL_ERR(oly_apply(oly_prim_lookup("sin"), NULL, &none, 1, &o, 1, &n_out));
     CHECK_NULL_ERR(oly_apply(oly_prim_lookup("sin"), NULL, &a, 1, NULL, 1, &n_out));
+    CHECK_NULL_ERR(oly_program_of_eqn(NULL, NULL, &v, 1, NULL, 0, &q));
+    CHECK_NULL_ERR(oly_program_of_eqn(oly_prim_lookup("sin"), NULL, NULL, 1, NULL, 0, &q));
+    CHECK_NULL_ERR(oly_program_of_eqn(oly_prim_lookup("sin"), NULL, &v, 1, NULL, 0, NULL));
     CHECK(o == NULL && q == NULL && r == NULL && fn == NULL && th == NULL && text == NULL);
     /* the out-parameters the header calls optional */
     CHECK_OK(oly_builder_add_input(b, &v, NULL));
@@ -220,4 +223,23 @@ TEST(hardening_public_entry_points_check_pointers)
     oly_builder_free(b);
     oly_program_release(p);
     oly_array_release(a);
+}
+
+/* The one-equation program every eager path builds. */
+TEST(hardening_program_of_eqn)
+{
+    oly_aval v[2];
+    CHECK_OK(oly_aval_make(OLY_FLOAT32, 1, (const int64_t[]){3}, &v[0]));
+    v[1] = v[0];
+    oly_program *p = NULL;
+    CHECK_OK(oly_program_of_eqn(oly_prim_lookup("add"), NULL, v, 2, NULL, 0, &p));
+    char *text = NULL;
+    if (p) CHECK_OK(oly_program_print(p, &text));
+    CHECK_STREQ(text, "{ lambda ; a:f32[3] b:f32[3]. let\n    c:f32[3] = add a b\n  in (c,) }");
+    free(text);
+    oly_program_release(p);
+    p = NULL;
+    CHECK_ERR(oly_program_of_eqn(oly_prim_lookup("add"), NULL, v, 1, NULL, 0, &p),
+              OLY_ERR_INVALID, "add");
+    CHECK(p == NULL);
 }

@@ -593,34 +593,19 @@ static PyObject *bind_eager(const oly_prim *p, const void *params, PyObject *con
         }
     } else {
         /* A primitive holding programs: a one-equation program, run once. */
-        oly_atom *atoms = PyMem_Calloc((size_t)n + 1, sizeof *atoms);
-        oly_var **vout = PyMem_Calloc((size_t)max_out + 1, sizeof *vout);
-        oly_atom *oat = PyMem_Calloc((size_t)max_out + 1, sizeof *oat);
-        if (!atoms || !vout || !oat) {
-            PyMem_Free(atoms);
-            PyMem_Free(vout);
-            PyMem_Free(oat);
+        oly_aval *av = PyMem_Calloc((size_t)n + 1, sizeof *av);
+        if (!av) {
             PyErr_NoMemory();
             goto done;
         }
-        s = oly_builder_new(&b);
-        for (Py_ssize_t i = 0; s == OLY_OK && i < n; i++) {
-            oly_var *v;
-            s = oly_builder_add_input(b, oly_array_aval(in[i]), &v);
-            if (s == OLY_OK) atoms[i] = oly_atom_var(v);
-        }
-        if (s == OLY_OK)
-            s = oly_builder_append(b, p, atoms, (int)n, params, subs, n_sub, vout, max_out,
-                                   &n_out);
+        for (Py_ssize_t i = 0; i < n; i++) av[i] = *oly_array_aval(in[i]);
+        s = oly_program_of_eqn(p, params, av, (int)n, subs, n_sub, &prog);
+        PyMem_Free(av);
         if (s == OLY_OK) {
+            n_out = oly_program_num_outputs(prog);
             if (n_out > max_out) n_out = max_out;
-            for (int i = 0; i < n_out; i++) oat[i] = oly_atom_var(vout[i]);
-            s = oly_builder_finish(b, oat, n_out, &prog);
+            s = oly_program_run(prog, 0, in, (int)n, out, n_out);
         }
-        if (s == OLY_OK) s = oly_program_run(prog, 0, in, (int)n, out, n_out);
-        PyMem_Free(atoms);
-        PyMem_Free(vout);
-        PyMem_Free(oat);
         if (s != OLY_OK) {
             ext_raise(s);
             goto done;
