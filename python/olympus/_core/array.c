@@ -455,9 +455,8 @@ static PyObject *Array_new(PyTypeObject *Py_UNUSED(tp), PyObject *args, PyObject
     return ext_array_wrap(a);
 }
 
-static PyObject *Array_get_shape(PyObject *self, void *Py_UNUSED(c))
+PyObject *ext_shape_tuple(const oly_aval *av)
 {
-    const oly_aval *av = oly_array_aval(ARR(self));
     PyObject *t = PyTuple_New(av->rank);
     if (!t) return NULL;
     for (int i = 0; i < av->rank; i++) {
@@ -469,6 +468,23 @@ static PyObject *Array_get_shape(PyObject *self, void *Py_UNUSED(c))
         PyTuple_SET_ITEM(t, i, d);
     }
     return t;
+}
+
+PyObject *ext_aval_tuple(const oly_aval *a)
+{
+    PyObject *shape = ext_shape_tuple(a);
+    if (!shape) return NULL;
+    PyObject *dt = ext_dtype_to_numpy(a->dtype);
+    if (!dt) {
+        Py_DECREF(shape);
+        return NULL;
+    }
+    return Py_BuildValue("(NNO)", shape, dt, a->weak ? Py_True : Py_False);
+}
+
+static PyObject *Array_get_shape(PyObject *self, void *Py_UNUSED(c))
+{
+    return ext_shape_tuple(oly_array_aval(ARR(self)));
 }
 
 static PyObject *Array_get_dtype(PyObject *self, void *Py_UNUSED(c))

@@ -63,6 +63,10 @@ int ext_to_array(PyObject *obj, int want, oly_array **out);
 /* numpy dtype object (new ref) for t; dtype from a numpy dtype / type / name. */
 PyObject *ext_dtype_to_numpy(oly_dtype t);
 int ext_dtype_from_py(PyObject *obj, oly_dtype *out);
+/* The one aval -> Python conversion: the shape as a tuple of ints, and
+ * (shape, numpy dtype, weak). New references, or NULL with an exception. */
+PyObject *ext_shape_tuple(const oly_aval *av);
+PyObject *ext_aval_tuple(const oly_aval *a);
 /* Read-only NumPy array viewing the data of core array a (retained by the view). */
 PyObject *ext_numpy_view(oly_array *a);
 /* Read-only NumPy array viewing raw memory described by aval; base keeps owner

@@ -209,24 +209,9 @@ static void Tracer_dealloc(PyObject *self)
     Py_DECREF(tp);
 }
 
-static PyObject *shape_tuple(const oly_aval *av)
-{
-    PyObject *t = PyTuple_New(av->rank);
-    if (!t) return NULL;
-    for (int i = 0; i < av->rank; i++) {
-        PyObject *d = PyLong_FromLongLong(av->dims[i]);
-        if (!d) {
-            Py_DECREF(t);
-            return NULL;
-        }
-        PyTuple_SET_ITEM(t, i, d);
-    }
-    return t;
-}
-
 static PyObject *Tracer_get_shape(PyObject *self, void *Py_UNUSED(c))
 {
-    return shape_tuple(&TR(self)->aval);
+    return ext_shape_tuple(&TR(self)->aval);
 }
 static PyObject *Tracer_get_dtype(PyObject *self, void *Py_UNUSED(c))
 {
@@ -248,7 +233,7 @@ static PyObject *Tracer_get_aval(PyObject *self, void *Py_UNUSED(c))
 {
     PyObject *r = PyStructSequence_New(ShapedArray_Type);
     if (!r) return NULL;
-    PyObject *sh = shape_tuple(&TR(self)->aval);
+    PyObject *sh = ext_shape_tuple(&TR(self)->aval);
     PyObject *dt = ext_dtype_to_numpy(TR(self)->aval.dtype);
     if (!sh || !dt) {
         Py_XDECREF(sh);
@@ -1030,7 +1015,7 @@ static int broadcast_shapes(const char *name, const oly_aval *a, const oly_aval 
         } else if (da == 1) {
             out->dims[i] = db;
         } else {
-            PyObject *sa = shape_tuple(a), *sb = shape_tuple(b);
+            PyObject *sa = ext_shape_tuple(a), *sb = ext_shape_tuple(b);
             if (sa && sb)
                 PyErr_Format(PyExc_TypeError,
                              "%s got incompatible shapes for broadcasting: %R, %R", name, sa, sb);

@@ -102,26 +102,6 @@ static PyObject *Program_str(PyObject *self)
     return r;
 }
 
-static PyObject *aval_tuple(const oly_aval *a)
-{
-    PyObject *shape = PyTuple_New(a->rank);
-    if (!shape) return NULL;
-    for (int i = 0; i < a->rank; i++) {
-        PyObject *d = PyLong_FromLongLong(a->dims[i]);
-        if (!d) {
-            Py_DECREF(shape);
-            return NULL;
-        }
-        PyTuple_SET_ITEM(shape, i, d);
-    }
-    PyObject *dt = ext_dtype_to_numpy(a->dtype);
-    if (!dt) {
-        Py_DECREF(shape);
-        return NULL;
-    }
-    return Py_BuildValue("(NNO)", shape, dt, a->weak ? Py_True : Py_False);
-}
-
 static PyObject *avals_list(const oly_program *p, bool inputs)
 {
     int n = inputs ? oly_program_num_inputs(p) : oly_program_num_outputs(p);
@@ -134,7 +114,7 @@ static PyObject *avals_list(const oly_program *p, bool inputs)
             memset(&z, 0, sizeof z);
             a = &z;
         }
-        PyObject *t = aval_tuple(a);
+        PyObject *t = ext_aval_tuple(a);
         if (!t) {
             Py_DECREF(l);
             return NULL;
@@ -777,7 +757,7 @@ static oly_status rule_trace(void *user, int n_in, const oly_aval *in_avals, con
     PyObject *avals = PyList_New(n_in), *nzl = NULL, *r = NULL;
     if (!avals) goto fail;
     for (int i = 0; i < n_in; i++) {
-        PyObject *t = aval_tuple(&in_avals[i]);
+        PyObject *t = ext_aval_tuple(&in_avals[i]);
         if (!t) goto fail;
         PyList_SET_ITEM(avals, i, t);
     }
