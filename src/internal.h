@@ -90,12 +90,25 @@ struct oly_array {
 
 /* ---------------------------------------------------------------- host functions */
 
-struct oly_host_fn {
+/* The refcounted host closure both kinds of host code share (src/core/host.c):
+ * a name, the user data it closes over and its release, run by whichever
+ * thread drops the last reference. Host functions add the call a program
+ * makes; custom-rule thunks add the trace a transform asks for. */
+typedef struct oly_closure {
     atomic_long refcount;
     char *name;                 /* owned */
-    oly_host_call_fn call;
     void *user;                 /* owned through release */
     void (*release)(void *user);
+} oly_closure;
+
+struct oly_host_fn {
+    oly_closure c;
+    oly_host_call_fn call;
+};
+
+struct oly_thunk {
+    oly_closure c;
+    oly_thunk_trace_fn trace;
 };
 
 /* ---------------------------------------------------------------- IR */

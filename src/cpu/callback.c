@@ -23,14 +23,14 @@ static inline oly_status callback_call(const oly_kernel_ctx *ctx, const char *ki
         .device = ctx->device,
         .kind = kind,
     };
-    oly_status st = fn->call(fn->user, &frame);
+    oly_status st = fn->call(fn->c.user, &frame);
     if (st == OLY_OK) return OLY_OK;
     /* Keep the host function's message and payload; only an out-of-range
      * status is mapped, and a failure that wrote no message gets one. */
     oly_status out = (unsigned)st < OLY_STATUS_COUNT ? st : OLY_ERR_CALLBACK;
     if (!*oly_last_error()) /* the outermost run started with no message */
         return oly__error(out, "%s: host function %s failed with %s (status %d) and no message",
-                          kind, fn->name ? fn->name : "(unnamed)", oly_status_name(st), (int)st);
+                          kind, fn->c.name, oly_status_name(st), (int)st);
     return out;
 }
 

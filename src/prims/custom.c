@@ -20,50 +20,7 @@ extern const oly_prim oly__prim_custom_lin; /* below; also in prims.def */
 
 /* ---------------------------------------------------------------- thunks */
 
-struct oly_thunk {
-    atomic_long refcount;
-    char *name;                 /* owned */
-    oly_thunk_trace_fn trace;
-    void *user;                 /* owned through release */
-    void (*release)(void *user);
-};
-
-oly_status oly_thunk_new(const char *name, oly_thunk_trace_fn trace, void *user,
-                         void (*release)(void *user), oly_thunk **out)
-{
-    if (!trace || !out)
-        return oly__error(OLY_ERR_INVALID, "oly_thunk_new: %s is NULL", trace ? "out" : "trace");
-    oly_thunk *t = oly__calloc(1, sizeof *t);
-    if (!t) return OLY_ERR_NOMEM;
-    t->name = oly__strdup(name ? name : "thunk");
-    if (!t->name) {
-        free(t);
-        return OLY_ERR_NOMEM;
-    }
-    atomic_init(&t->refcount, 1);
-    t->trace = trace;
-    t->user = user;
-    t->release = release;
-    *out = t;
-    return OLY_OK;
-}
-
-oly_thunk *oly_thunk_retain(oly_thunk *t)
-{
-    if (t) atomic_fetch_add_explicit(&t->refcount, 1, memory_order_relaxed);
-    return t;
-}
-
-void oly_thunk_release(oly_thunk *t)
-{
-    if (!t || atomic_fetch_sub_explicit(&t->refcount, 1, memory_order_acq_rel) != 1) return;
-    if (t->release) t->release(t->user);
-    free(t->name);
-    free(t);
-}
-
-const char *oly_thunk_name(const oly_thunk *t) { return t ? t->name : "(null)"; }
-void *oly_thunk_user(const oly_thunk *t) { return t ? t->user : NULL; }
+/* The thunk object itself (a host closure) lives in src/core/host.c. */
 
 oly_status oly_thunk_trace(oly_thunk *t, int n_in, const oly_aval *in_avals, const bool *nz,
                            oly_program **out)
@@ -71,13 +28,13 @@ oly_status oly_thunk_trace(oly_thunk *t, int n_in, const oly_aval *in_avals, con
     if (!t || !out || n_in < 0 || (n_in > 0 && (!in_avals || !nz)))
         return oly__error(OLY_ERR_INVALID, "oly_thunk_trace: bad arguments");
     oly_program *p = NULL;
-    oly_status st = t->trace(t->user, n_in, in_avals, nz, &p);
+    oly_status st = t->trace(t->c.user, n_in, in_avals, nz, &p);
     if (st != OLY_OK) {
         oly_program_release(p);
         return (unsigned)st < OLY_STATUS_COUNT ? st : OLY_ERR_CALLBACK;
     }
     if (!p)
-        return oly__error(OLY_ERR_INVALID, "custom rule %s returned no program", t->name);
+        return oly__error(OLY_ERR_INVALID, "custom rule %s returned no program", t->c.name);
     *out = p;
     return OLY_OK;
 }

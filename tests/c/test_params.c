@@ -182,7 +182,7 @@ TEST(params_copy_is_deep_and_retains)
     av[0].dims[0] = 9;
     CHECK_STREQ(c->label, "name");
     CHECK_EQ(c->avals[0].dims[0], 5);
-    CHECK_EQ(atomic_load(&fn->refcount), 2);
+    CHECK_EQ(atomic_load(&fn->c.refcount), 2);
     oly_host_fn_release(fn); /* the copy keeps it alive */
     CHECK_EQ(released, 0);
     CHECK_STREQ(oly_host_fn_name(c->fn), "keep");
