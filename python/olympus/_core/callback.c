@@ -78,6 +78,8 @@ void ext_payload_free(void *p)
     PyGILState_Release(g);
 }
 
+void ext_payload_free_reraise(void *p) { ext_payload_free(p); }
+
 static void pyfn_release(void *user)
 {
     pyfn *u = user;

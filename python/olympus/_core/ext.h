@@ -149,6 +149,10 @@ int ext_callback_init(PyObject *module);
  * (oly_error_set_payload(exc, ext_payload_free)): a Python exception instance,
  * decref'd with the GIL taken. ext_raise recognises payloads by this function. */
 void ext_payload_free(void *p);
+/* The same for an exception to re-raise unchanged (one a custom rule raised
+ * while a transform traced it): ext_raise raises it as it is, not wrapped in
+ * CallbackError. The one error channel from host code back to Python. */
+void ext_payload_free_reraise(void *p);
 
 /* Module-level functions each file exports into the module's method table
  * (module.c collects them). */

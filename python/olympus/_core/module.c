@@ -34,6 +34,13 @@ PyObject *ext_raise(oly_status s)
     default: exc_type = PyExc_RuntimeError; break;
     }
     PyObject *cause = NULL; /* owned */
+    if (payload && free_fn == ext_payload_free_reraise) { /* a custom rule's exception */
+        oly_error_clear();
+        PyObject *e = payload; /* steal */
+        PyObject *tb = PyException_GetTraceback(e);
+        PyErr_Restore(Py_NewRef((PyObject *)Py_TYPE(e)), e, tb);
+        return NULL;
+    }
     if (payload) {
         if (free_fn == ext_payload_free)
             cause = (PyObject *)payload; /* steal the exception reference */

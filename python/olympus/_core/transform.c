@@ -39,9 +39,6 @@ typedef struct ProgramObject {
 
 static PyTypeObject *Program_Type; /* owned */
 
-/* An exception a custom rule raised while a transform traced it: re-raised
- * as it is by the transform's caller (thread-local, owned). */
-static _Thread_local PyObject *pending_exc;
 
 /* ---------------------------------------------------------------- Program */
 
@@ -72,24 +69,6 @@ static void Program_dealloc(PyObject *self)
     oly_program_release(((ProgramObject *)self)->prog);
     tp->tp_free(self);
     Py_DECREF(tp);
-}
-
-/* The Python exception for a failed core call: the pending rule exception
- * when a custom rule raised, else ext_raise. */
-static PyObject *raise_status(oly_status s)
-{
-    if (pending_exc) {
-        PyObject *e = pending_exc;
-        pending_exc = NULL;
-        void (*free_fn)(void *) = NULL;
-        void *payload = oly_error_take_payload(&free_fn);
-        if (payload && free_fn) free_fn(payload);
-        oly_error_clear();
-        PyErr_SetObject((PyObject *)Py_TYPE(e), e);
-        Py_DECREF(e);
-        return NULL;
-    }
-    return ext_raise(s);
 }
 
 static PyObject *Program_str(PyObject *self)
@@ -397,9 +376,8 @@ static PyObject *py_vmap_program(PyObject *Py_UNUSED(m), PyObject *args)
     if (parse_ints(in_axes, oly_program_num_inputs(p), &ia, "vmap in_axes") < 0) goto done;
     if (parse_ints(out_axes, oly_program_num_outputs(p), &oa, "vmap out_axes") < 0) goto done;
     oly_program *o = NULL;
-    Py_CLEAR(pending_exc);
     oly_status s = oly_program_vmap(p, ia, (int64_t)size, oa, &o);
-    res = s == OLY_OK ? program_wrap(o) : raise_status(s);
+    res = s == OLY_OK ? program_wrap(o) : ext_raise(s);
 done:
     PyMem_Free(ia);
     PyMem_Free(oa);
@@ -422,10 +400,9 @@ static PyObject *py_jvp_program(PyObject *Py_UNUSED(m), PyObject *args)
         goto done;
     }
     oly_program *o = NULL;
-    Py_CLEAR(pending_exc);
     oly_status s = oly_program_jvp(p, nzi, &o, nzo);
     if (s != OLY_OK) {
-        raise_status(s);
+        ext_raise(s);
         goto done;
     }
     res = Py_BuildValue("(NN)", program_wrap(o), bool_list(nzo, n_out));
@@ -453,10 +430,9 @@ static PyObject *py_linearize_program(PyObject *Py_UNUSED(m), PyObject *args)
     }
     oly_program *pr = NULL, *lin = NULL;
     int n_res = 0;
-    Py_CLEAR(pending_exc);
     oly_status s = oly_program_linearize(p, nzi, &pr, &lin, &n_res, nzo);
     if (s != OLY_OK) {
-        raise_status(s);
+        ext_raise(s);
         goto done;
     }
     res = Py_BuildValue("(NNiN)", program_wrap(pr), program_wrap(lin), n_res,
@@ -475,9 +451,8 @@ static PyObject *py_transpose_program(PyObject *Py_UNUSED(m), PyObject *args)
     oly_program *p = program_get(po);
     if (!p) return NULL;
     oly_program *o = NULL;
-    Py_CLEAR(pending_exc);
     oly_status s = oly_program_transpose(p, n_res, &o);
-    return s == OLY_OK ? program_wrap(o) : raise_status(s);
+    return s == OLY_OK ? program_wrap(o) : ext_raise(s);
 }
 
 static PyObject *py_dce_program(PyObject *Py_UNUSED(m), PyObject *po)
@@ -485,9 +460,8 @@ static PyObject *py_dce_program(PyObject *Py_UNUSED(m), PyObject *po)
     oly_program *p = program_get(po);
     if (!p) return NULL;
     oly_program *o = NULL;
-    Py_CLEAR(pending_exc);
     oly_status s = oly_program_dce(p, &o);
-    return s == OLY_OK ? program_wrap(o) : raise_status(s);
+    return s == OLY_OK ? program_wrap(o) : ext_raise(s);
 }
 
 /* ---------------------------------------------------------------- calling programs */
@@ -672,28 +646,14 @@ static int collect_subs(PyObject *subs, oly_program ***out, Py_ssize_t *n, PyObj
     return 0;
 }
 
-/* After a failed bind: the pending rule exception replaces the current one. */
-static PyObject *raise_status_if_pending(void)
-{
-    if (pending_exc) {
-        PyObject *e = pending_exc;
-        pending_exc = NULL;
-        PyErr_SetObject((PyObject *)Py_TYPE(e), e);
-        Py_DECREF(e);
-    }
-    return NULL;
-}
-
 static PyObject *bind_with(const oly_prim *p, const void *params, PyObject *vals,
                            oly_program **subs, Py_ssize_t n_sub)
 {
     PyObject *seq = PySequence_Fast(vals, "args must be a sequence");
     if (!seq) return NULL;
-    Py_CLEAR(pending_exc);
     PyObject *r = ext_bind(p, params, PySequence_Fast_ITEMS(seq), PySequence_Fast_GET_SIZE(seq),
                            subs, (int)n_sub);
     Py_DECREF(seq);
-    if (!r) return raise_status_if_pending();
     return r;
 }
 
@@ -747,8 +707,9 @@ static void rule_release(void *user)
     PyGILState_Release(g);
 }
 
-/* Calls rule(avals, nz) -> Program. A Python exception becomes pending_exc
- * (re-raised by the transform's caller) and a failure status. */
+/* Calls rule(avals, nz) -> Program. A Python exception becomes the error
+ * payload, marked to be re-raised unchanged by the transform's caller
+ * (ext_payload_free_reraise), and a failure status. */
 static oly_status rule_trace(void *user, int n_in, const oly_aval *in_avals, const bool *nz,
                              oly_program **out)
 {
@@ -776,8 +737,8 @@ fail: {
     if (value && tb) PyException_SetTraceback(value, tb);
     Py_XDECREF(type);
     Py_XDECREF(tb);
-    Py_XSETREF(pending_exc, value);
     st = oly_host_fail(OLY_ERR_CALLBACK, "a custom differentiation rule raised an exception");
+    if (value) oly_error_set_payload(value, ext_payload_free_reraise); /* takes the reference */
 }
 done:
     Py_XDECREF(avals);
