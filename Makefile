@@ -46,9 +46,15 @@ $(BUILD)/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/python/olympus/_core/%.o: python/olympus/_core/%.c $(HEADERS)
+# The extension sees the public header and, for its primitive enum, a copy of
+# prims.def (the list of primitives) in $(BUILD)/gen/ — no other src/ file.
+$(BUILD)/gen/prims.def: src/prims/prims.def
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) -I$(PY_INC) -I$(NP_INC) -Ipython/olympus/_core -c $< -o $@
+	cp $< $@
+
+$(BUILD)/python/olympus/_core/%.o: python/olympus/_core/%.c $(HEADERS) $(BUILD)/gen/prims.def
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -I$(PY_INC) -I$(NP_INC) -Ipython/olympus/_core -I$(BUILD)/gen -c $< -o $@
 
 $(BUILD)/libolympus.a: $(LIB_OBJ)
 	@rm -f $@

@@ -931,23 +931,26 @@ int ext_params_from_dict(const oly_prim *p, PyObject *dict, void *params)
 
 /* ---------------------------------------------------------------- primitives by name */
 
+/* Every primitive of the library by index: the enum and the names come from
+ * src/prims/prims.def, which the build copies next to the extension's
+ * objects (the extension sees no src/ header); the rows are looked up once. */
 enum {
-    P_ADD, P_SUB, P_MUL, P_DIV, P_REM, P_POW, P_MAX, P_MIN, P_ATAN2, P_NEXTAFTER, P_AND, P_OR,
-    P_XOR, P_SHL, P_SHRA, P_SHRL, P_EQ, P_NE, P_LT, P_LE, P_GT, P_GE, P_NEG, P_ABS, P_NOT,
-    P_FLOOR, P_ROUND, P_SELECT_N, P_CONVERT, P_INTEGER_POW, P_BROADCAST, P_DOT_GENERAL,
+#define OLY_PRIM(name) P_##name,
+#include "prims.def"
+#undef OLY_PRIM
     P_COUNT
 };
 static const char *const prim_names[P_COUNT] = {
-    "add", "sub", "mul", "div", "rem", "pow", "max", "min", "atan2", "nextafter", "and", "or",
-    "xor", "shift_left", "shift_right_arithmetic", "shift_right_logical", "eq", "ne", "lt", "le",
-    "gt", "ge", "neg", "abs", "not", "floor", "round", "select_n", "convert_element_type",
-    "integer_pow", "broadcast_in_dim", "dot_general",
+#define OLY_PRIM(name) #name,
+#include "prims.def"
+#undef OLY_PRIM
 };
+static const oly_prim *prim_rows[P_COUNT];
 
 static const oly_prim *prim(int i)
 {
-    const oly_prim *p = oly_prim_lookup(prim_names[i]);
-    if (!p)
+    const oly_prim *p = prim_rows[i];
+    if (!p && (p = prim_rows[i] = oly_prim_lookup(prim_names[i])) == NULL)
         PyErr_Format(PyExc_NotImplementedError, "the primitive '%s' is not available in this build",
                      prim_names[i]);
     return p;
@@ -1044,7 +1047,7 @@ static PyObject *broadcast_to(PyObject *v, const oly_aval *av, int rank, const i
     for (int i = 0; i < rank; i++) bp.shape.v[i] = dims[i];
     bp.broadcast_dimensions.n = av->rank;
     for (int i = 0; i < av->rank; i++) bp.broadcast_dimensions.v[i] = rank - av->rank + i;
-    return bind1(P_BROADCAST, &bp, &v, 1);
+    return bind1(P_broadcast_in_dim, &bp, &v, 1);
 }
 
 /* The operand o (aval av) as an Array/Tracer of dtype t; weak: the weak flag a
@@ -1054,7 +1057,7 @@ static PyObject *coerce(PyObject *o, const oly_aval *av, oly_dtype t, bool weak)
     if (ext_is_tracer(o) || ext_array_get(o)) {
         if (av->dtype == t) return Py_NewRef(o);
         oly_params_convert cp = {.new_dtype = t, .weak = weak};
-        return bind1(P_CONVERT, &cp, &o, 1);
+        return bind1(P_convert_element_type, &cp, &o, 1);
     }
     oly_array *a = NULL;
     if (ext_to_array(o, (int)t, &a) < 0) return NULL;
@@ -1084,29 +1087,29 @@ static const struct {
     int prim;
     int flags;
 } ops[OP_COUNT] = {
-    [OP_ADD] = {"add", P_ADD, 0},
-    [OP_SUB] = {"subtract", P_SUB, 0},
-    [OP_MUL] = {"multiply", P_MUL, 0},
-    [OP_TRUEDIV] = {"true_divide", P_DIV, F_FLOAT},
-    [OP_FLOORDIV] = {"floor_divide", P_DIV, 0},
-    [OP_MOD] = {"mod", P_REM, 0},
-    [OP_POW] = {"power", P_POW, 0},
-    [OP_MAX] = {"maximum", P_MAX, 0},
-    [OP_MIN] = {"minimum", P_MIN, 0},
-    [OP_ATAN2] = {"arctan2", P_ATAN2, F_FLOAT},
-    [OP_NEXTAFTER] = {"nextafter", P_NEXTAFTER, F_FLOAT},
-    [OP_AND] = {"bitwise_and", P_AND, F_BITS},
-    [OP_OR] = {"bitwise_or", P_OR, F_BITS},
-    [OP_XOR] = {"bitwise_xor", P_XOR, F_BITS},
-    [OP_LSHIFT] = {"left_shift", P_SHL, F_BITS | F_SHIFT},
-    [OP_RSHIFT] = {"right_shift", P_SHRA, F_BITS | F_SHIFT},
-    [OP_EQ] = {"equal", P_EQ, F_CMP},
-    [OP_NE] = {"not_equal", P_NE, F_CMP},
-    [OP_LT] = {"less", P_LT, F_CMP},
-    [OP_LE] = {"less_equal", P_LE, F_CMP},
-    [OP_GT] = {"greater", P_GT, F_CMP},
-    [OP_GE] = {"greater_equal", P_GE, F_CMP},
-    [OP_MATMUL] = {"matmul", P_DOT_GENERAL, 0},
+    [OP_ADD] = {"add", P_add, 0},
+    [OP_SUB] = {"subtract", P_sub, 0},
+    [OP_MUL] = {"multiply", P_mul, 0},
+    [OP_TRUEDIV] = {"true_divide", P_div, F_FLOAT},
+    [OP_FLOORDIV] = {"floor_divide", P_div, 0},
+    [OP_MOD] = {"mod", P_rem, 0},
+    [OP_POW] = {"power", P_pow, 0},
+    [OP_MAX] = {"maximum", P_max, 0},
+    [OP_MIN] = {"minimum", P_min, 0},
+    [OP_ATAN2] = {"arctan2", P_atan2, F_FLOAT},
+    [OP_NEXTAFTER] = {"nextafter", P_nextafter, F_FLOAT},
+    [OP_AND] = {"bitwise_and", P_and, F_BITS},
+    [OP_OR] = {"bitwise_or", P_or, F_BITS},
+    [OP_XOR] = {"bitwise_xor", P_xor, F_BITS},
+    [OP_LSHIFT] = {"left_shift", P_shift_left, F_BITS | F_SHIFT},
+    [OP_RSHIFT] = {"right_shift", P_shift_right_arithmetic, F_BITS | F_SHIFT},
+    [OP_EQ] = {"equal", P_eq, F_CMP},
+    [OP_NE] = {"not_equal", P_ne, F_CMP},
+    [OP_LT] = {"less", P_lt, F_CMP},
+    [OP_LE] = {"less_equal", P_le, F_CMP},
+    [OP_GT] = {"greater", P_gt, F_CMP},
+    [OP_GE] = {"greater_equal", P_ge, F_CMP},
+    [OP_MATMUL] = {"matmul", P_dot_general, 0},
 };
 
 static const struct {
@@ -1123,7 +1126,7 @@ static const struct {
 static PyObject *select2(PyObject *which, PyObject *f, PyObject *t)
 {
     PyObject *args[3] = {which, f, t};
-    return bind1(P_SELECT_N, NULL, args, 3);
+    return bind1(P_select_n, NULL, args, 3);
 }
 
 /* cond = (r != 0) & ((r < 0) != (y < 0)): where NumPy's floor semantics differ
@@ -1131,11 +1134,11 @@ static PyObject *select2(PyObject *which, PyObject *f, PyObject *t)
 static PyObject *sign_fixup_cond(PyObject *r, PyObject *y, PyObject *zero)
 {
     PyObject *res = NULL, *nz = NULL, *rneg = NULL, *yneg = NULL, *diff = NULL;
-    if (!(nz = B2(P_NE, r, zero))) goto done;
-    if (!(rneg = B2(P_LT, r, zero))) goto done;
-    if (!(yneg = B2(P_LT, y, zero))) goto done;
-    if (!(diff = B2(P_NE, rneg, yneg))) goto done;
-    res = B2(P_AND, nz, diff);
+    if (!(nz = B2(P_ne, r, zero))) goto done;
+    if (!(rneg = B2(P_lt, r, zero))) goto done;
+    if (!(yneg = B2(P_lt, y, zero))) goto done;
+    if (!(diff = B2(P_ne, rneg, yneg))) goto done;
+    res = B2(P_and, nz, diff);
 done:
     Py_XDECREF(nz);
     Py_XDECREF(rneg);
@@ -1152,30 +1155,30 @@ static PyObject *floor_div_mod(int op, PyObject *x, PyObject *y, oly_dtype t, bo
                      oly_dtype_name(t));
         return NULL;
     }
-    if (oly_dtype_is_unsigned_int(t)) return B2(op == OP_MOD ? P_REM : P_DIV, x, y);
+    if (oly_dtype_is_unsigned_int(t)) return B2(op == OP_MOD ? P_rem : P_div, x, y);
     PyObject *res = NULL, *zero = NULL, *one = NULL, *r = NULL, *cond = NULL, *q = NULL,
              *adj = NULL, *num = NULL;
     if (!(zero = const_of(t, 0, weak)) || !(one = const_of(t, 1, weak))) goto done;
-    if (!(r = B2(P_REM, x, y))) goto done;
+    if (!(r = B2(P_rem, x, y))) goto done;
     if (!(cond = sign_fixup_cond(r, y, zero))) goto done;
     if (op == OP_MOD) {
-        if (!(adj = B2(P_ADD, r, y))) goto done;
+        if (!(adj = B2(P_add, r, y))) goto done;
         res = select2(cond, r, adj);
         goto done;
     }
     if (oly_dtype_is_int(t)) {
-        if (!(q = B2(P_DIV, x, y))) goto done;
+        if (!(q = B2(P_div, x, y))) goto done;
     } else {
         /* q = round((x - r) / y), exact up to rounding, like NumPy's divmod */
-        if (!(num = B2(P_SUB, x, r))) goto done;
-        PyObject *d = B2(P_DIV, num, y);
+        if (!(num = B2(P_sub, x, r))) goto done;
+        PyObject *d = B2(P_div, num, y);
         if (!d) goto done;
         oly_params_round rp = {.rounding_method = 1};
-        q = bind1(P_ROUND, &rp, &d, 1);
+        q = bind1(P_round, &rp, &d, 1);
         Py_DECREF(d);
         if (!q) goto done;
     }
-    if (!(adj = B2(P_SUB, q, one))) goto done;
+    if (!(adj = B2(P_sub, q, one))) goto done;
     res = select2(cond, q, adj);
 done:
     Py_XDECREF(zero);
@@ -1250,7 +1253,7 @@ static PyObject *matmul(PyObject *x, const oly_aval *ax, PyObject *y, const oly_
     dp.lhs_batch.n = dp.rhs_batch.n = nb;
     for (int i = 0; i < nb; i++) dp.lhs_batch.v[i] = dp.rhs_batch.v[i] = i;
     PyObject *args[2] = {xb, yb};
-    res = bind1(P_DOT_GENERAL, &dp, args, 2);
+    res = bind1(P_dot_general, &dp, args, 2);
 done:
     Py_XDECREF(xb);
     Py_XDECREF(yb);
@@ -1279,7 +1282,7 @@ static PyObject *binop_impl(int op, PyObject *x, PyObject *y, bool strict)
             PyObject *xv = coerce(x, &ax, ax.dtype, ax.weak);
             if (!xv) return NULL;
             oly_params_integer_pow ip = {.y = e};
-            PyObject *r = bind1(P_INTEGER_POW, &ip, &xv, 1);
+            PyObject *r = bind1(P_integer_pow, &ip, &xv, 1);
             Py_DECREF(xv);
             return r;
         }
@@ -1321,14 +1324,14 @@ static PyObject *binop_impl(int op, PyObject *x, PyObject *y, bool strict)
 
     int pi = ops[op].prim;
     if (t == OLY_BOOL) { /* NumPy: + and max are `or`, * and min are `and` on bools */
-        if (op == OP_ADD || op == OP_MAX) pi = P_OR;
-        if (op == OP_MUL || op == OP_MIN) pi = P_AND;
+        if (op == OP_ADD || op == OP_MAX) pi = P_or;
+        if (op == OP_MUL || op == OP_MIN) pi = P_and;
     }
     switch (op) {
     case OP_FLOORDIV:
     case OP_MOD: res = floor_div_mod(op, xv, yv, t, weak); break;
     case OP_RSHIFT:
-        res = B2(oly_dtype_is_unsigned_int(t) ? P_SHRL : P_SHRA, xv, yv);
+        res = B2(oly_dtype_is_unsigned_int(t) ? P_shift_right_logical : P_shift_right_arithmetic, xv, yv);
         break;
     default: res = B2(pi, xv, yv); break;
     }
@@ -1387,9 +1390,9 @@ static PyObject *richcompare(PyObject *x, PyObject *y, int cmp)
 
 /* ---------------------------------------------------------------- unary operators */
 
-static PyObject *nb_neg(PyObject *x) { return B1(P_NEG, x); }
+static PyObject *nb_neg(PyObject *x) { return B1(P_neg, x); }
 static PyObject *nb_pos(PyObject *x) { return Py_NewRef(x); }
-static PyObject *nb_abs(PyObject *x) { return B1(P_ABS, x); }
+static PyObject *nb_abs(PyObject *x) { return B1(P_abs, x); }
 static PyObject *nb_invert(PyObject *x)
 {
     oly_aval a;
@@ -1400,7 +1403,7 @@ static PyObject *nb_invert(PyObject *x)
                      oly_dtype_name(a.dtype));
         return NULL;
     }
-    return B1(P_NOT, x);
+    return B1(P_not, x);
 }
 
 const PyType_Slot ext_operator_slots[] = {
@@ -1599,7 +1602,7 @@ static PyObject *py_unop(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize
     PyObject *xv = Py_NewRef(x);
     if (args[2] == Py_True && !oly_dtype_is_inexact(ax.dtype)) {
         oly_params_convert cp = {.new_dtype = oly_default_float(), .weak = ax.weak};
-        Py_SETREF(xv, bind1(P_CONVERT, &cp, &x, 1));
+        Py_SETREF(xv, bind1(P_convert_element_type, &cp, &x, 1));
         if (!xv) return NULL;
     }
     PyObject *res = ext_bind(p, NULL, &xv, 1, NULL, 0);
