@@ -1005,29 +1005,39 @@ static PyObject *const_of(oly_dtype t, long v, bool weak)
 
 /* ---------------------------------------------------------------- promotion helpers */
 
-/* NumPy broadcasting of two shapes into out; -1 with TypeError on mismatch. */
+/* NumPy broadcasting, the one implementation (operators, jnp.broadcast_shapes
+ * and everything built on it): folds b into the broadcast shape acc. false
+ * when b does not fit (acc is then unspecified). */
+static bool broadcast_fold(oly_aval *acc, const oly_aval *b)
+{
+    oly_aval a = *acc;
+    int r = a.rank > b->rank ? a.rank : b->rank;
+    acc->rank = r;
+    for (int i = 0; i < r; i++) {
+        int ia = i - (r - a.rank), ib = i - (r - b->rank);
+        int64_t da = ia >= 0 ? a.dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
+        if (da == db || db == 1)
+            acc->dims[i] = da;
+        else if (da == 1)
+            acc->dims[i] = db;
+        else
+            return false;
+    }
+    return true;
+}
+
+/* Two shapes into out; -1 with TypeError (the operators' text) on mismatch. */
 static int broadcast_shapes(const char *name, const oly_aval *a, const oly_aval *b, oly_aval *out)
 {
-    int r = a->rank > b->rank ? a->rank : b->rank;
-    out->rank = r;
-    for (int i = 0; i < r; i++) {
-        int ia = i - (r - a->rank), ib = i - (r - b->rank);
-        int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
-        if (da == db || db == 1) {
-            out->dims[i] = da;
-        } else if (da == 1) {
-            out->dims[i] = db;
-        } else {
-            PyObject *sa = ext_shape_tuple(a), *sb = ext_shape_tuple(b);
-            if (sa && sb)
-                PyErr_Format(PyExc_TypeError,
-                             "%s got incompatible shapes for broadcasting: %R, %R", name, sa, sb);
-            Py_XDECREF(sa);
-            Py_XDECREF(sb);
-            return -1;
-        }
-    }
-    return 0;
+    *out = *a;
+    if (broadcast_fold(out, b)) return 0;
+    PyObject *sa = ext_shape_tuple(a), *sb = ext_shape_tuple(b);
+    if (sa && sb)
+        PyErr_Format(PyExc_TypeError, "%s got incompatible shapes for broadcasting: %R, %R", name,
+                     sa, sb);
+    Py_XDECREF(sa);
+    Py_XDECREF(sb);
+    return -1;
 }
 
 static bool same_shape(const oly_aval *a, const oly_aval *b)
@@ -1614,10 +1624,58 @@ static PyObject *py_unop(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize
     return res;
 }
 
+/* broadcast_shapes(*shapes): each a sequence of ints or an int. */
+static PyObject *py_broadcast_shapes(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t n)
+{
+    oly_aval acc;
+    memset(&acc, 0, sizeof acc);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        oly_aval s;
+        memset(&s, 0, sizeof s);
+        PyObject *seq = PyIndex_Check(args[k]) ? PyTuple_Pack(1, args[k])
+                                               : PySequence_Tuple(args[k]);
+        if (!seq) return NULL;
+        Py_ssize_t r = PyTuple_GET_SIZE(seq);
+        if (r > OLY_MAX_RANK) {
+            Py_DECREF(seq);
+            return PyErr_Format(PyExc_ValueError, "broadcast_shapes: rank %zd exceeds %d", r,
+                                OLY_MAX_RANK);
+        }
+        s.rank = (int)r;
+        for (Py_ssize_t i = 0; i < r; i++) {
+            s.dims[i] = PyNumber_AsSsize_t(PyTuple_GET_ITEM(seq, i), PyExc_OverflowError);
+            if (s.dims[i] == -1 && PyErr_Occurred()) {
+                Py_DECREF(seq);
+                return NULL;
+            }
+        }
+        Py_DECREF(seq);
+        if (k == 0) {
+            acc = s;
+        } else if (!broadcast_fold(&acc, &s)) {
+            PyObject *shapes = PyList_New(0);
+            for (Py_ssize_t j = 0; shapes && j < n; j++) {
+                PyObject *t = PyIndex_Check(args[j]) ? PyTuple_Pack(1, args[j])
+                                                     : PySequence_Tuple(args[j]);
+                if (!t || PyList_Append(shapes, t) < 0) Py_CLEAR(shapes);
+                Py_XDECREF(t);
+            }
+            if (shapes)
+                PyErr_Format(PyExc_ValueError,
+                             "Incompatible shapes for broadcasting: shapes=%R", shapes);
+            Py_XDECREF(shapes);
+            return NULL;
+        }
+    }
+    return ext_shape_tuple(&acc);
+}
+
 PyMethodDef ext_tracer_methods[] = {
     {"bind", (PyCFunction)(void (*)(void))py_bind, METH_VARARGS | METH_KEYWORDS,
      "bind(name, args, params=None): apply a primitive eagerly or into the innermost trace; "
      "the single result, or a tuple when the primitive has another number of outputs"},
+    {"broadcast_shapes", (PyCFunction)(void (*)(void))py_broadcast_shapes, METH_FASTCALL,
+     "broadcast_shapes(*shapes) -> the NumPy broadcast shape (ValueError if they do not fit)"},
     {"result_type", (PyCFunction)(void (*)(void))py_result_type, METH_FASTCALL,
      "result_type(*xs) -> (numpy dtype, weak_type): promotion with weak types"},
     {"binop", (PyCFunction)(void (*)(void))py_binop, METH_FASTCALL,

@@ -106,26 +106,9 @@ def _size(shape):
 
 @_export
 def broadcast_shapes(*shapes):
-    """The NumPy broadcast of the given shapes."""
-    shapes = [tuple(s) if isinstance(s, (tuple, list)) else (operator.index(s),)
-              for s in shapes]
-    if not shapes:
-        return ()
-    nd = builtins.max(len(s) for s in shapes)
-    out = []
-    for i in range(nd):
-        d = 1
-        for s in shapes:
-            k = i - (nd - len(s))
-            if k < 0:
-                continue
-            if s[k] == 1:
-                continue
-            if d != 1 and s[k] != d:
-                raise ValueError(f"Incompatible shapes for broadcasting: shapes={shapes}")
-            d = s[k]
-        out.append(d)
-    return tuple(out)
+    """The NumPy broadcast of the given shapes (the one implementation is C,
+    shared with the operators)."""
+    return _core.broadcast_shapes(*shapes)
 
 
 def _broadcast_to(x, shape):
