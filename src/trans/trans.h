@@ -49,6 +49,43 @@ oly_status oly__pe_residual(oly_pe_ctx *ctx, oly_atom x, oly_atom *out);
 oly_status oly__partial_eval(oly_program *p, const bool *unknown_in, oly_program **known,
                              oly_program **unknown, int *n_res, bool *out_unknown);
 
+/* ---------------------------------------------------------------- the walk (walk.c)
+ * The state every driver keeps while it walks an old program: per old var its
+ * atom in the new program (env), a second atom where the driver needs one
+ * (aux: jvp's tangent, transpose's cotangent) and an int fact (a batch axis,
+ * nonzero, unknown, linear); per equation, scratch of max_io entries. */
+typedef struct oly_walk {
+    const oly_program *p;         /* borrowed: the program walked */
+    oly_atom *env, *aux;          /* owned, n_vars + 1 */
+    int *fact;                    /* owned, n_vars + 1 */
+    int max_io;                   /* >= every equation's arity and the driver's minimum */
+    oly_atom *in, *in2, *out, *out2; /* owned, max_io: one equation's atoms */
+    int *in_fact, *out_fact;      /* owned, max_io */
+    bool *in_flag, *out_flag;     /* owned, max_io: the rules' bool masks */
+} oly_walk;
+
+/* Allocates the state for p (scratch of at least min_io); OLY_ERR_NOMEM. */
+oly_status oly__walk_init(oly_walk *w, const oly_program *p, int min_io);
+void oly__walk_free(oly_walk *w); /* accepts a zeroed or failed walk */
+/* p's constants as constants of b, each with fact. */
+oly_status oly__walk_consts(oly_walk *w, oly_builder *b, int fact);
+/* e's inputs through the state into in / in2 / in_fact (a literal is itself,
+ * with lit_fact); true when some input's fact differs from lit_fact. */
+bool oly__walk_inputs(oly_walk *w, const oly_eqn *e, int lit_fact);
+/* Records out / out2 / out_fact as e's outputs. */
+void oly__walk_outputs(oly_walk *w, const oly_eqn *e);
+/* An atom of the old program in the new one (literals pass through with
+ * lit_fact); *fact (may be NULL) receives its fact. */
+oly_atom oly__walk_read(const oly_walk *w, oly_atom a, int lit_fact, int *fact);
+/* Marks n rule outputs unset, so a rule that forgets one is caught. */
+void oly__atoms_unset(oly_atom *a, int n);
+/* "<prim> has no <rule> rule" (OLY_ERR_UNSUPPORTED). */
+oly_status oly__rule_missing(const oly_eqn *e, const char *rule);
+/* What a rule returned for its `what` j: set, and of aval want; otherwise
+ * OLY_ERR_INTERNAL naming the primitive and the rule. */
+oly_status oly__rule_check(const oly_eqn *e, const char *rule, const char *what, int j,
+                           const oly_atom *got, const oly_aval *want);
+
 /* ---------------------------------------------------------------- emitting (emit.c)
  * Each appends equations to b and returns the result atoms; errors come from
  * the primitives' shape rules. Atoms are values of b. */

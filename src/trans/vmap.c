@@ -22,6 +22,9 @@ static void fmt(char *buf, size_t n, const oly_aval *a) { oly_aval_format(buf, n
 static oly_status check_out(const oly_eqn *e, int j, oly_atom x, int bdim, const oly_aval *want,
                             int64_t size)
 {
+    if (x.kind != OLY_ATOM_VAR && x.kind != OLY_ATOM_LIT)
+        return oly__error(OLY_ERR_INTERNAL, "%s batching rule did not set output %d",
+                          e->prim->name, j);
     oly_aval got = oly__atom_aval(&x);
     oly_aval expect = *want;
     if (bdim != OLY_NOT_MAPPED) {
@@ -73,105 +76,58 @@ oly_status oly_program_vmap(oly_program *p, const int *in_axes, int64_t axis_siz
     }
 
     oly_builder *b = NULL;
-    oly_atom *env = oly__calloc((size_t)p->n_vars + 1, sizeof *env);
-    int *bd = oly__calloc((size_t)p->n_vars + 1, sizeof *bd);
-    int max_io = p->n_out > 0 ? p->n_out : 1;
-    for (int k = 0; k < p->n_eqn; k++) {
-        if (p->eqn[k].n_in > max_io) max_io = p->eqn[k].n_in;
-        if (p->eqn[k].n_out > max_io) max_io = p->eqn[k].n_out;
-    }
-    oly_atom *ein = oly__calloc((size_t)max_io, sizeof *ein);
-    oly_atom *eout = oly__calloc((size_t)max_io, sizeof *eout);
-    int *ebd = oly__calloc((size_t)max_io, sizeof *ebd);
-    int *obd = oly__calloc((size_t)max_io, sizeof *obd);
-    oly_status s = env && bd && ein && eout && ebd && obd ? oly_builder_new(&b) : OLY_ERR_NOMEM;
+    oly_walk w; /* fact: the batch axis, or OLY_NOT_MAPPED */
+    oly_status s = oly__walk_init(&w, p, p->n_out);
+    if (s == OLY_OK) s = oly_builder_new(&b);
+    if (s == OLY_OK) s = oly__walk_consts(&w, b, OLY_NOT_MAPPED);
     oly_batch_ctx ctx = {.b = b, .size = axis_size};
 
-    for (int i = 0; i < p->n_const && s == OLY_OK; i++) {
-        oly_var *v = NULL;
-        s = oly_builder_add_const(b, p->constval[i], &v);
-        if (s != OLY_OK) break;
-        env[p->constvar[i]->id] = oly_atom_var(v);
-        bd[p->constvar[i]->id] = OLY_NOT_MAPPED;
-    }
     for (int i = 0; i < p->n_in && s == OLY_OK; i++) {
         oly_aval a = p->in[i]->aval;
         if (in_axes[i] != OLY_NOT_MAPPED) a = insert_axis(&a, in_axes[i], axis_size);
         oly_var *v = NULL;
         s = oly_builder_add_input(b, &a, &v);
         if (s != OLY_OK) break;
-        env[p->in[i]->id] = oly_atom_var(v);
-        bd[p->in[i]->id] = in_axes[i];
+        w.env[p->in[i]->id] = oly_atom_var(v);
+        w.fact[p->in[i]->id] = in_axes[i];
     }
 
     for (int k = 0; k < p->n_eqn && s == OLY_OK; k++) {
         const oly_eqn *e = &p->eqn[k];
-        bool any = false;
-        for (int i = 0; i < e->n_in; i++) {
-            if (e->in[i].kind == OLY_ATOM_VAR) {
-                ein[i] = env[e->in[i].var->id];
-                ebd[i] = bd[e->in[i].var->id];
-            } else {
-                ein[i] = e->in[i];
-                ebd[i] = OLY_NOT_MAPPED;
-            }
-            any |= ebd[i] != OLY_NOT_MAPPED;
-        }
-        if (!any) {
-            s = oly__emit_eqn(b, e, ein, eout);
-            for (int j = 0; j < e->n_out; j++) obd[j] = OLY_NOT_MAPPED;
+        for (int j = 0; j < e->n_out; j++) w.out_fact[j] = OLY_NOT_MAPPED;
+        if (!oly__walk_inputs(&w, e, OLY_NOT_MAPPED)) {
+            s = oly__emit_eqn(b, e, w.in, w.out);
         } else if (!e->prim->batch) {
-            s = oly__error(OLY_ERR_UNSUPPORTED, "%s has no batching rule", e->prim->name);
+            s = oly__rule_missing(e, "batching");
         } else {
-            for (int j = 0; j < e->n_out; j++) {
-                memset(&eout[j], 0, sizeof eout[j]);
-                eout[j].kind = OLY_ATOM_KIND_COUNT; /* unset: caught below */
-                obd[j] = OLY_NOT_MAPPED;
-            }
-            s = e->prim->batch(&ctx, e, ein, ebd, eout, obd);
+            oly__atoms_unset(w.out, e->n_out);
+            s = e->prim->batch(&ctx, e, w.in, w.in_fact, w.out, w.out_fact);
             if (s != OLY_OK) {
                 s = oly__error_prefix(s, "vmap of %s", e->prim->name);
                 break;
             }
-            for (int j = 0; j < e->n_out && s == OLY_OK; j++) {
-                if (eout[j].kind != OLY_ATOM_VAR && eout[j].kind != OLY_ATOM_LIT)
-                    s = oly__error(OLY_ERR_INTERNAL, "%s batching rule did not set output %d",
-                                   e->prim->name, j);
-                else
-                    s = check_out(e, j, eout[j], obd[j], &e->out[j]->aval, axis_size);
-            }
+            for (int j = 0; j < e->n_out && s == OLY_OK; j++)
+                s = check_out(e, j, w.out[j], w.out_fact[j], &e->out[j]->aval, axis_size);
         }
-        for (int j = 0; j < e->n_out && s == OLY_OK; j++) {
-            env[e->out[j]->id] = eout[j];
-            bd[e->out[j]->id] = obd[j];
-        }
+        if (s == OLY_OK) oly__walk_outputs(&w, e);
     }
 
     for (int j = 0; j < p->n_out && s == OLY_OK; j++) {
-        oly_atom x = p->out[j];
-        int xb = OLY_NOT_MAPPED;
-        if (x.kind == OLY_ATOM_VAR) {
-            xb = bd[x.var->id];
-            x = env[x.var->id];
-        }
+        int xb;
+        oly_atom x = oly__walk_read(&w, p->out[j], OLY_NOT_MAPPED, &xb);
         if (out_axes[j] == OLY_NOT_MAPPED) {
             if (xb != OLY_NOT_MAPPED)
                 s = oly__error(OLY_ERR_INVALID,
                                "vmap: output %d depends on the batched inputs, but out_axes[%d] "
                                "is -1 (not batched)",
                                j, j);
-            ein[j] = x;
+            w.in[j] = x;
         } else {
-            s = oly__batch_move(&ctx, x, xb, out_axes[j], &ein[j]);
+            s = oly__batch_move(&ctx, x, xb, out_axes[j], &w.in[j]);
         }
     }
-    if (s == OLY_OK) s = oly_builder_finish(b, ein, p->n_out, out);
+    if (s == OLY_OK) s = oly_builder_finish(b, w.in, p->n_out, out);
     oly_builder_free(b);
-    free(env);
-    free(bd);
-    free(ein);
-    free(eout);
-    free(ebd);
-    free(obd);
+    oly__walk_free(&w);
     return s;
 }
