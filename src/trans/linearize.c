@@ -125,27 +125,12 @@ static oly_status pe_run(oly_program *p, const bool *unknown_in, const bool *for
     memset(&d, 0, sizeof d);
     oly_builder *kb = NULL, *ub = NULL;
     oly_program *kp = NULL, *up = NULL;
-    size_t nv = (size_t)p->n_vars + 1;
-    oly_atom *env = oly__calloc(nv, sizeof *env);
-    bool *unk = oly__calloc(nv, sizeof *unk);
-    int max_io = p->n_out + 1;
-    for (int k = 0; k < p->n_eqn; k++) {
-        if (p->eqn[k].n_in > max_io) max_io = p->eqn[k].n_in;
-        if (p->eqn[k].n_out > max_io) max_io = p->eqn[k].n_out;
-    }
-    oly_atom *kin = oly__calloc((size_t)max_io, sizeof *kin);
-    oly_atom *uin = oly__calloc((size_t)max_io, sizeof *uin);
-    bool *iunk = oly__calloc((size_t)max_io, sizeof *iunk);
-    oly_atom *kout = oly__calloc((size_t)max_io, sizeof *kout);
-    oly_atom *uout = oly__calloc((size_t)max_io, sizeof *uout);
-    bool *ounk = oly__calloc((size_t)max_io, sizeof *ounk);
-    oly_atom *kres = oly__calloc((size_t)p->n_out + 1, sizeof *kres);
-    oly_atom *ures = oly__calloc((size_t)p->n_out + 1, sizeof *ures);
-    bool *res_unk = oly__calloc((size_t)p->n_out + 1, sizeof *res_unk);
-    oly_status s = env && unk && kin && uin && iunk && kout && uout && ounk && kres && ures &&
-                           res_unk
-                       ? oly_builder_new(&kb)
-                       : OLY_ERR_NOMEM;
+    oly_walk w; /* env: the value on its side; fact: unknown */
+    oly_status s = oly__walk_init(&w, p, p->n_out + 1);
+    oly_atom *kres = s == OLY_OK ? oly__calloc((size_t)p->n_out + 1, sizeof *kres) : NULL;
+    oly_atom *ures = s == OLY_OK ? oly__calloc((size_t)p->n_out + 1, sizeof *ures) : NULL;
+    bool *res_unk = s == OLY_OK ? oly__calloc((size_t)p->n_out + 1, sizeof *res_unk) : NULL;
+    if (s == OLY_OK) s = kres && ures && res_unk ? oly_builder_new(&kb) : OLY_ERR_NOMEM;
     if (s == OLY_OK) s = oly_builder_new(&ub);
     d.kb = kb;
     d.ub = ub;
@@ -158,90 +143,66 @@ static oly_status pe_run(oly_program *p, const bool *unknown_in, const bool *for
         if (s == OLY_OK) s = pe_grow(&d, v->id);
         if (s != OLY_OK) break;
         d.kconst[v->id] = p->constval[i];
-        env[p->constvar[i]->id] = oly_atom_var(v);
+        w.env[p->constvar[i]->id] = oly_atom_var(v);
     }
     for (int i = 0; i < p->n_in && s == OLY_OK; i++) {
         oly_var *v = NULL;
         bool u = unknown_in[i];
         s = oly_builder_add_input(u ? ub : kb, &p->in[i]->aval, &v);
         if (s != OLY_OK) break;
-        env[p->in[i]->id] = oly_atom_var(v);
-        unk[p->in[i]->id] = u;
+        w.env[p->in[i]->id] = oly_atom_var(v);
+        w.fact[p->in[i]->id] = u;
         n_u += u;
     }
 
     for (int k = 0; k < p->n_eqn && s == OLY_OK; k++) {
         const oly_eqn *e = &p->eqn[k];
-        bool any = false;
+        /* known inputs in w.in, unknown ones in w.in2 */
+        bool any = oly__walk_inputs(&w, e, false);
+        oly_atom *kin = w.in, *uin = w.in2, *kout = w.out, *uout = w.out2;
+        bool *iunk = w.in_flag, *ounk = w.out_flag;
         for (int i = 0; i < e->n_in; i++) {
-            oly_atom a = e->in[i];
-            bool u = a.kind == OLY_ATOM_VAR && unk[a.var->id];
-            if (a.kind == OLY_ATOM_VAR) a = env[a.var->id];
-            memset(&kin[i], 0, sizeof kin[i]);
-            memset(&uin[i], 0, sizeof uin[i]);
-            if (u)
-                uin[i] = a;
-            else
-                kin[i] = a;
-            iunk[i] = u;
-            any |= u;
+            iunk[i] = w.in_fact[i];
+            if (iunk[i]) {
+                uin[i] = kin[i];
+                memset(&kin[i], 0, sizeof kin[i]);
+            } else {
+                memset(&uin[i], 0, sizeof uin[i]);
+            }
         }
         if (!any) {
             s = oly__emit_eqn(kb, e, kin, kout);
-            for (int j = 0; j < e->n_out && s == OLY_OK; j++) {
-                env[e->out[j]->id] = kout[j];
-                unk[e->out[j]->id] = false;
-            }
+            for (int j = 0; j < e->n_out; j++) ounk[j] = false;
         } else if (e->prim->partial_eval) {
-            for (int j = 0; j < e->n_out; j++) {
-                memset(&kout[j], 0, sizeof kout[j]);
-                memset(&uout[j], 0, sizeof uout[j]);
-                kout[j].kind = uout[j].kind = OLY_ATOM_KIND_COUNT; /* unset */
-                ounk[j] = true;
-            }
+            oly__atoms_unset(kout, e->n_out);
+            oly__atoms_unset(uout, e->n_out);
+            for (int j = 0; j < e->n_out; j++) ounk[j] = true;
             s = e->prim->partial_eval(&ctx, e, kin, uin, iunk, kout, uout, ounk);
             if (s != OLY_OK) {
                 s = oly__error_prefix(s, "partial evaluation of %s", e->prim->name);
                 break;
             }
             for (int j = 0; j < e->n_out && s == OLY_OK; j++) {
-                oly_atom a = ounk[j] ? uout[j] : kout[j];
-                if (a.kind != OLY_ATOM_VAR && a.kind != OLY_ATOM_LIT) {
-                    s = oly__error(OLY_ERR_INTERNAL,
-                                   "%s partial_eval rule did not set output %d (%s side)",
-                                   e->prim->name, j, ounk[j] ? "unknown" : "known");
-                    break;
-                }
-                oly_aval got = oly__atom_aval(&a);
-                if (!oly_aval_equal(&got, &e->out[j]->aval)) {
-                    char s1[256], s2[256];
-                    oly_aval_format(s1, sizeof s1, &got);
-                    oly_aval_format(s2, sizeof s2, &e->out[j]->aval);
-                    s = oly__error(OLY_ERR_INTERNAL,
-                                   "%s partial_eval rule: output %d is %s, expected %s",
-                                   e->prim->name, j, s1, s2);
-                    break;
-                }
-                env[e->out[j]->id] = a;
-                unk[e->out[j]->id] = ounk[j];
+                if (ounk[j]) kout[j] = uout[j];
+                s = oly__rule_check(e, "partial_eval", ounk[j] ? "unknown output" : "known output",
+                                    j, &kout[j], &e->out[j]->aval);
             }
         } else {
             for (int i = 0; i < e->n_in && s == OLY_OK; i++)
                 if (!iunk[i]) s = oly__pe_residual(&ctx, kin[i], &uin[i]);
-            if (s == OLY_OK) s = oly__emit_eqn(ub, e, uin, uout);
-            for (int j = 0; j < e->n_out && s == OLY_OK; j++) {
-                env[e->out[j]->id] = uout[j];
-                unk[e->out[j]->id] = true;
-            }
+            if (s == OLY_OK) s = oly__emit_eqn(ub, e, uin, kout);
+            for (int j = 0; j < e->n_out; j++) ounk[j] = true;
         }
+        for (int j = 0; j < e->n_out; j++) w.out_fact[j] = ounk[j];
+        memset(w.out2, 0, sizeof *w.out2 * (size_t)e->n_out);
+        if (s == OLY_OK) oly__walk_outputs(&w, e);
     }
 
     /* outputs: the unknown side first, since forcing adds residuals */
     int nk = 0, nu = 0;
     for (int j = 0; j < p->n_out && s == OLY_OK; j++) {
-        oly_atom a = p->out[j];
-        bool u = a.kind == OLY_ATOM_VAR && unk[a.var->id];
-        if (a.kind == OLY_ATOM_VAR) a = env[a.var->id];
+        int u;
+        oly_atom a = oly__walk_read(&w, p->out[j], false, &u);
         if (!u && force && force[j]) {
             s = oly__pe_residual(&ctx, a, &a);
             u = true;
@@ -279,14 +240,7 @@ static oly_status pe_run(oly_program *p, const bool *unknown_in, const bool *for
     free(d.has_res);
     free(d.kconst);
     free(d.res_k);
-    free(env);
-    free(unk);
-    free(kin);
-    free(uin);
-    free(iunk);
-    free(kout);
-    free(uout);
-    free(ounk);
+    oly__walk_free(&w);
     free(kres);
     free(ures);
     free(res_unk);
