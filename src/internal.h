@@ -398,6 +398,12 @@ oly_text oly__show_aval(const oly_aval *a);
 oly_text oly__show_ints(const oly_ints *v);
 /* Fails (OLY_ERR_INVALID, naming who and field) unless v has 0..OLY_MAX_RANK entries. */
 oly_status oly__check_ints(const char *who, const char *field, const oly_ints *v);
+/* axis in [-rank, rank) normalised to [0, rank); fails (OLY_ERR_INVALID) naming
+ * who and what ("axis", "dimension", ...). */
+oly_status oly__norm_axis(const char *who, const char *what, int64_t axis, int rank,
+                          int64_t *out);
+/* A field-table row for field f of params struct T (kind k). */
+#define OLY_FIELD(T, f, k) {.name = #f, .kind = (k), .offset = offsetof(T, f)}
 /* Fails (OLY_ERR_INVALID, naming who) unless rank dims (each >= 0) multiply to an
  * element count whose byte size fits for every dtype; the check of oly_aval_make. */
 oly_status oly__dims_check(const char *who, int rank, const int64_t *dims);

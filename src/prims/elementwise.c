@@ -228,26 +228,6 @@ static oly_status replace_zero(oly_builder *b, oly_atom x, oly_atom *out)
 }
 
 /* Zero tangent (piecewise-constant, integer-valued or boolean operations). */
-static oly_status zero_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
-                           const oly_atom *tangent, const bool *tan_nz, oly_atom *primal_out,
-                           oly_atom *tangent_out, bool *out_nz)
-{
-    OLY_TRY(oly__emit_eqn(ctx->b, eqn, primal, primal_out));
-    out_nz[0] = false;
-    return OLY_OK;
-}
-
-/* Linear rows (neg, real, imag, conj): the tangent goes through the row itself. */
-static oly_status linear_unary_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
-                                   const oly_atom *tangent, const bool *tan_nz,
-                                   oly_atom *primal_out, oly_atom *tangent_out, bool *out_nz)
-{
-    OLY_TRY(oly__emit_eqn(ctx->b, eqn, primal, primal_out));
-    out_nz[0] = tan_nz[0];
-    if (tan_nz[0]) OLY_TRY(oly__emit_eqn(ctx->b, eqn, tangent, tangent_out));
-    return OLY_OK;
-}
-
 /* Unary ops with tangent t * d(x, y) (MUL) or t / d(x, y) (DIV), y the primal output. */
 typedef oly_status (*deriv_fn)(oly_builder *b, oly_atom x, oly_atom y, oly_atom *d);
 static oly_status unary_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
@@ -385,29 +365,29 @@ UNARY_JVP(rsqrt, false)
 UNARY_JVP(cbrt, false)
 UNARY_JVP(square, false)
 
-#define neg_jvp linear_unary_jvp
-#define real_jvp linear_unary_jvp
-#define imag_jvp linear_unary_jvp
-#define conj_jvp linear_unary_jvp
-#define sign_jvp zero_jvp
-#define floor_jvp zero_jvp
-#define ceil_jvp zero_jvp
-#define round_jvp zero_jvp
-#define is_finite_jvp zero_jvp
-#define not_jvp zero_jvp
-#define nextafter_jvp zero_jvp
-#define and_jvp zero_jvp
-#define or_jvp zero_jvp
-#define xor_jvp zero_jvp
-#define shift_left_jvp zero_jvp
-#define shift_right_logical_jvp zero_jvp
-#define shift_right_arithmetic_jvp zero_jvp
-#define eq_jvp zero_jvp
-#define ne_jvp zero_jvp
-#define lt_jvp zero_jvp
-#define le_jvp zero_jvp
-#define gt_jvp zero_jvp
-#define ge_jvp zero_jvp
+#define neg_jvp oly__jvp_linear
+#define real_jvp oly__jvp_linear
+#define imag_jvp oly__jvp_linear
+#define conj_jvp oly__jvp_linear
+#define sign_jvp oly__jvp_zero
+#define floor_jvp oly__jvp_zero
+#define ceil_jvp oly__jvp_zero
+#define round_jvp oly__jvp_zero
+#define is_finite_jvp oly__jvp_zero
+#define not_jvp oly__jvp_zero
+#define nextafter_jvp oly__jvp_zero
+#define and_jvp oly__jvp_zero
+#define or_jvp oly__jvp_zero
+#define xor_jvp oly__jvp_zero
+#define shift_left_jvp oly__jvp_zero
+#define shift_right_logical_jvp oly__jvp_zero
+#define shift_right_arithmetic_jvp oly__jvp_zero
+#define eq_jvp oly__jvp_zero
+#define ne_jvp oly__jvp_zero
+#define lt_jvp oly__jvp_zero
+#define le_jvp oly__jvp_zero
+#define gt_jvp oly__jvp_zero
+#define ge_jvp oly__jvp_zero
 
 /* abs: real x like JAX, select(x >= 0, t, -t) (so t at 0); complex x:
  * Re(t * conj(x) / |x|) with |x| = 0 replaced by 1. */

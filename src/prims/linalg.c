@@ -284,13 +284,12 @@ static oly_status dot_general_transpose(oly_transpose_ctx *ctx, const oly_eqn *e
 
 /* ---------------------------------------------------------------- row */
 
-#define FIELD(T, f, k) {.name = #f, .kind = (k), .offset = offsetof(T, f)}
 
 static const oly_param_field dot_general_fields[] = {
-    FIELD(oly_params_dot_general, lhs_contracting, OLY_FIELD_INTS),
-    FIELD(oly_params_dot_general, rhs_contracting, OLY_FIELD_INTS),
-    FIELD(oly_params_dot_general, lhs_batch, OLY_FIELD_INTS),
-    FIELD(oly_params_dot_general, rhs_batch, OLY_FIELD_INTS),
+    OLY_FIELD(oly_params_dot_general, lhs_contracting, OLY_FIELD_INTS),
+    OLY_FIELD(oly_params_dot_general, rhs_contracting, OLY_FIELD_INTS),
+    OLY_FIELD(oly_params_dot_general, lhs_batch, OLY_FIELD_INTS),
+    OLY_FIELD(oly_params_dot_general, rhs_batch, OLY_FIELD_INTS),
 };
 
 const oly_prim oly__prim_dot_general = {

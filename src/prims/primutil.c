@@ -1,5 +1,6 @@
 /* primutil.c — helpers shared by the primitive families: bounded texts for
- * error messages (an aval, an int list) and the int-list length check. */
+ * error messages (an aval, an int list), the int-list length check and axis
+ * normalisation. */
 #include "internal.h"
 
 oly_text oly__show_aval(const oly_aval *a)
@@ -41,5 +42,16 @@ oly_status oly__check_ints(const char *who, const char *field, const oly_ints *v
     if (v->n < 0 || v->n > OLY_MAX_RANK)
         return oly__error(OLY_ERR_INVALID, "%s: %s must have 0..%d entries, got %d", who, field,
                           OLY_MAX_RANK, v->n);
+    return OLY_OK;
+}
+
+oly_status oly__norm_axis(const char *who, const char *what, int64_t axis, int rank,
+                          int64_t *out)
+{
+    if (axis < -rank || axis >= rank)
+        return oly__error(OLY_ERR_INVALID,
+                          "%s: %s %lld is out of range for rank %d (expected -%d <= axis < %d)",
+                          who, what, (long long)axis, rank, rank, rank);
+    *out = axis < 0 ? axis + rank : axis;
     return OLY_OK;
 }

@@ -16,16 +16,6 @@ static oly_status check_n_in(const oly_shape_ctx *ctx, int want)
     return OLY_OK;
 }
 
-static oly_status norm_axis(const char *who, int64_t axis, int rank, int64_t *out)
-{
-    if (axis < -rank || axis >= rank)
-        return oly__error(OLY_ERR_INVALID,
-                          "%s: axis %lld is out of range for rank %d (expected -%d <= axis < %d)",
-                          who, (long long)axis, rank, rank, rank);
-    *out = axis < 0 ? axis + rank : axis;
-    return OLY_OK;
-}
-
 /* Validates axes (distinct, in range; negatives allowed) and marks them. */
 static oly_status mark_axes(const char *who, const oly_ints *axes, const oly_aval *x, bool *marks)
 {
@@ -171,7 +161,7 @@ static oly_status cum_shape(const oly_shape_ctx *ctx, oly_aval *out, rop op)
         return oly__error(OLY_ERR_SHAPE, "%s: operand must have rank >= 1, got %s", who,
                           oly__show_aval(x).s);
     int64_t axis = 0;
-    OLY_TRY(norm_axis(who, p->axis, x->rank, &axis));
+    OLY_TRY(oly__norm_axis(who, "axis", p->axis, x->rank, &axis));
     *out = *x;
     return OLY_OK;
 }
@@ -203,12 +193,6 @@ static int64_t norm_ax(int64_t a, int rank) { return a < 0 ? a + rank : a; }
 /* Where axis a of the unbatched value sits once a batch axis is at b. */
 static int64_t shift_ax(int64_t a, int b) { return a >= b ? a + 1 : a; }
 
-static oly_status emit1(oly_builder *b, const oly_prim *p, oly_atom x, const void *params,
-                        oly_atom *out)
-{
-    return oly__emit(b, p, &x, 1, params, NULL, 0, out);
-}
-
 /* axes (unbatched, any sign) shifted around a batch axis at b; *out_b is where
  * the batch axis lands once they are reduced away. */
 static void shift_axes(const oly_ints *axes, int rank, int b, oly_ints *out, int *out_b)
@@ -228,7 +212,7 @@ static oly_status reduce_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly
     const oly_params_reduce *p = eqn->params;
     oly_params_reduce q;
     shift_axes(&p->axes, in_aval_of(eqn, 0).rank, in_bdim[0], &q.axes, &out_bdim[0]);
-    return emit1(ctx->b, eqn->prim, in[0], &q, out);
+    return oly__emit_1(ctx->b, eqn->prim, in[0], &q, out);
 }
 
 static oly_status argminmax_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
@@ -237,7 +221,7 @@ static oly_status argminmax_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const 
     const oly_params_argminmax *p = eqn->params;
     oly_params_argminmax q = *p;
     shift_axes(&p->axes, in_aval_of(eqn, 0).rank, in_bdim[0], &q.axes, &out_bdim[0]);
-    return emit1(ctx->b, eqn->prim, in[0], &q, out);
+    return oly__emit_1(ctx->b, eqn->prim, in[0], &q, out);
 }
 
 static oly_status cumulative_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
@@ -246,34 +230,15 @@ static oly_status cumulative_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const
     const oly_params_cumulative *p = eqn->params;
     oly_params_cumulative q = *p;
     q.axis = shift_ax(norm_ax(p->axis, in_aval_of(eqn, 0).rank), in_bdim[0]);
-    OLY_TRY(emit1(ctx->b, eqn->prim, in[0], &q, out));
+    OLY_TRY(oly__emit_1(ctx->b, eqn->prim, in[0], &q, out));
     out_bdim[0] = in_bdim[0];
     return OLY_OK;
 }
 
 /* --- JVPs */
 
-/* reduce_sum, cumsum: linear. */
-static oly_status linear_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
-                             const oly_atom *tangent, const bool *tan_nz, oly_atom *primal_out,
-                             oly_atom *tangent_out, bool *out_nz)
-{
-    OLY_TRY(oly__emit_eqn(ctx->b, eqn, primal, primal_out));
-    out_nz[0] = tan_nz[0];
-    if (!tan_nz[0]) return OLY_OK;
-    return oly__emit_eqn(ctx->b, eqn, tangent, tangent_out);
-}
-
-/* argmax/argmin, reduce_and/or: integer or bool results have zero tangents. */
-static oly_status zero_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
-                           const oly_atom *tangent, const bool *tan_nz, oly_atom *primal_out,
-                           oly_atom *tangent_out, bool *out_nz)
-{
-    OLY_TRY(oly__emit_eqn(ctx->b, eqn, primal, primal_out));
-    out_nz[0] = false;
-    return OLY_OK;
-}
-
+/* argmax/argmin, reduce_and/or: integer or bool results have zero tangents
+ * (oly__jvp_zero); reduce_sum, cumsum are linear (oly__jvp_linear). */
 static oly_status emit_perm(oly_builder *b, oly_atom x, const oly_ints *perm, oly_atom *out)
 {
     bool ident = true;
@@ -283,7 +248,7 @@ static oly_status emit_perm(oly_builder *b, oly_atom x, const oly_ints *perm, ol
         return OLY_OK;
     }
     oly_params_transpose q = {.permutation = *perm};
-    return emit1(b, &oly__prim_transpose, x, &q, out);
+    return oly__emit_1(b, &oly__prim_transpose, x, &q, out);
 }
 
 /* The kept (unreduced) axes of x in order, then the reduced ones. */
@@ -337,8 +302,8 @@ static oly_status reduce_prod_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const ol
     OLY_TRY(emit_perm(b, tangent[0], &perm, &tr));
     OLY_TRY(oly__emit_reshape(b, tr, &flat, &tr));
     oly_params_cumulative cf = {.axis = kept, .reverse = false}, cr = {.axis = kept, .reverse = true};
-    OLY_TRY(emit1(b, &oly__prim_cumprod, xr, &cf, &fwd));
-    OLY_TRY(emit1(b, &oly__prim_cumprod, xr, &cr, &bwd));
+    OLY_TRY(oly__emit_1(b, &oly__prim_cumprod, xr, &cf, &fwd));
+    OLY_TRY(oly__emit_1(b, &oly__prim_cumprod, xr, &cr, &bwd));
     OLY_TRY(scalar_full(b, x.dtype, 1.0, &one));
     /* lefts[k] = prod_{j<k}: fwd[..., :n-1] shifted right by one, 1 first */
     oly_params_slice sl;
@@ -351,14 +316,14 @@ static oly_status reduce_prod_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const ol
     sl.limit_indices.v[kept] = n - 1;
     pd.lo.v[kept] = 1;
     oly_atom args[2] = {fwd, one};
-    OLY_TRY(emit1(b, &oly__prim_slice, fwd, &sl, &args[0]));
+    OLY_TRY(oly__emit_1(b, &oly__prim_slice, fwd, &sl, &args[0]));
     OLY_TRY(oly__emit(b, &oly__prim_pad, args, 2, &pd, NULL, 0, &lefts));
     /* rights[k] = prod_{j>k}: bwd[..., 1:] then 1 last */
     sl.start_indices.v[kept] = 1;
     sl.limit_indices.v[kept] = n;
     pd.lo.v[kept] = 0;
     pd.hi.v[kept] = 1;
-    OLY_TRY(emit1(b, &oly__prim_slice, bwd, &sl, &args[0]));
+    OLY_TRY(oly__emit_1(b, &oly__prim_slice, bwd, &sl, &args[0]));
     OLY_TRY(oly__emit(b, &oly__prim_pad, args, 2, &pd, NULL, 0, &rights));
     OLY_TRY(oly__emit_bin(b, &oly__prim_mul, lefts, rights, &others));
     OLY_TRY(oly__emit_bin(b, &oly__prim_mul, others, tr, &prod));
@@ -416,7 +381,7 @@ static oly_status shift_along(oly_builder *b, oly_atom v, const oly_aval *a, int
     else
         pd.lo.v[axis] = s;
     oly_atom args[2] = {v, fill};
-    OLY_TRY(emit1(b, &oly__prim_slice, v, &sl, &args[0]));
+    OLY_TRY(oly__emit_1(b, &oly__prim_slice, v, &sl, &args[0]));
     return oly__emit(b, &oly__prim_pad, args, 2, &pd, NULL, 0, out);
 }
 
@@ -533,25 +498,24 @@ static oly_status cumsum_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn, c
     if (ct_is_zero(ct_nz, ct_in_nz)) return OLY_OK;
     const oly_params_cumulative *p = eqn->params;
     oly_params_cumulative q = {.axis = p->axis, .reverse = !p->reverse};
-    OLY_TRY(emit1(ctx->b, &oly__prim_cumsum, ct[0], &q, &ct_in[0]));
+    OLY_TRY(oly__emit_1(ctx->b, &oly__prim_cumsum, ct[0], &q, &ct_in[0]));
     ct_in_nz[0] = true;
     return OLY_OK;
 }
 
 /* ---------------------------------------------------------------- rows */
 
-#define FIELD(T, f, k) {.name = #f, .kind = (k), .offset = offsetof(T, f)}
 
 static const oly_param_field reduce_fields[] = {
-    FIELD(oly_params_reduce, axes, OLY_FIELD_INTS),
+    OLY_FIELD(oly_params_reduce, axes, OLY_FIELD_INTS),
 };
 static const oly_param_field argminmax_fields[] = {
-    FIELD(oly_params_argminmax, axes, OLY_FIELD_INTS),
-    FIELD(oly_params_argminmax, index_dtype, OLY_FIELD_DTYPE),
+    OLY_FIELD(oly_params_argminmax, axes, OLY_FIELD_INTS),
+    OLY_FIELD(oly_params_argminmax, index_dtype, OLY_FIELD_DTYPE),
 };
 static const oly_param_field cumulative_fields[] = {
-    FIELD(oly_params_cumulative, axis, OLY_FIELD_INT),
-    FIELD(oly_params_cumulative, reverse, OLY_FIELD_BOOL),
+    OLY_FIELD(oly_params_cumulative, axis, OLY_FIELD_INT),
+    OLY_FIELD(oly_params_cumulative, reverse, OLY_FIELD_BOOL),
 };
 
 /* TRANSPOSE: LINEAR(rule) for the linear rows, NONLINEAR for the others (no
@@ -567,15 +531,15 @@ static const oly_param_field cumulative_fields[] = {
         .batch = BATCH, .jvp = JVP, TRANSPOSE,                                            \
     };
 
-ROW(reduce_sum, oly_params_reduce, reduce_fields, reduce_batch, linear_jvp, LINEAR(reduce_sum_transpose))
+ROW(reduce_sum, oly_params_reduce, reduce_fields, reduce_batch, oly__jvp_linear, LINEAR(reduce_sum_transpose))
 ROW(reduce_prod, oly_params_reduce, reduce_fields, reduce_batch, reduce_prod_jvp, NONLINEAR)
 ROW(reduce_max, oly_params_reduce, reduce_fields, reduce_batch, reduce_chooser_jvp, NONLINEAR)
 ROW(reduce_min, oly_params_reduce, reduce_fields, reduce_batch, reduce_chooser_jvp, NONLINEAR)
-ROW(reduce_and, oly_params_reduce, reduce_fields, reduce_batch, zero_jvp, NONLINEAR)
-ROW(reduce_or, oly_params_reduce, reduce_fields, reduce_batch, zero_jvp, NONLINEAR)
-ROW(argmax, oly_params_argminmax, argminmax_fields, argminmax_batch, zero_jvp, NONLINEAR)
-ROW(argmin, oly_params_argminmax, argminmax_fields, argminmax_batch, zero_jvp, NONLINEAR)
-ROW(cumsum, oly_params_cumulative, cumulative_fields, cumulative_batch, linear_jvp,
+ROW(reduce_and, oly_params_reduce, reduce_fields, reduce_batch, oly__jvp_zero, NONLINEAR)
+ROW(reduce_or, oly_params_reduce, reduce_fields, reduce_batch, oly__jvp_zero, NONLINEAR)
+ROW(argmax, oly_params_argminmax, argminmax_fields, argminmax_batch, oly__jvp_zero, NONLINEAR)
+ROW(argmin, oly_params_argminmax, argminmax_fields, argminmax_batch, oly__jvp_zero, NONLINEAR)
+ROW(cumsum, oly_params_cumulative, cumulative_fields, cumulative_batch, oly__jvp_linear,
     LINEAR(cumsum_transpose))
 ROW(cumprod, oly_params_cumulative, cumulative_fields, cumulative_batch, cumprod_jvp, NONLINEAR)
 ROW(cummax, oly_params_cumulative, cumulative_fields, cumulative_batch, cumchooser_jvp, NONLINEAR)

@@ -16,18 +16,6 @@ static oly_status check_n_in(const oly_shape_ctx *ctx, int want)
     return OLY_OK;
 }
 
-/* Normalises axis in [-rank, rank) to [0, rank). */
-static oly_status norm_axis(const char *who, const char *what, int64_t axis, int rank,
-                            int64_t *out)
-{
-    if (axis < -rank || axis >= rank)
-        return oly__error(OLY_ERR_INVALID,
-                          "%s: %s %lld is out of range for rank %d (expected -%d <= axis < %d)",
-                          who, what, (long long)axis, rank, rank, rank);
-    *out = axis < 0 ? axis + rank : axis;
-    return OLY_OK;
-}
-
 /* Normalises a list of distinct axes into norm (0..rank-1); marks[] set per axis. */
 static oly_status norm_axes(const char *who, const char *what, const oly_ints *v, int rank,
                             int64_t *norm, bool *marks)
@@ -35,7 +23,7 @@ static oly_status norm_axes(const char *who, const char *what, const oly_ints *v
     OLY_TRY(oly__check_ints(who, what, v));
     for (int i = 0; i < rank; i++) marks[i] = false;
     for (int i = 0; i < v->n; i++) {
-        OLY_TRY(norm_axis(who, what, v->v[i], rank, &norm[i]));
+        OLY_TRY(oly__norm_axis(who, what, v->v[i], rank, &norm[i]));
         if (marks[norm[i]])
             return oly__error(OLY_ERR_INVALID, "%s: %s %s are not unique", who, what,
                               oly__show_ints(v).s);
@@ -344,7 +332,7 @@ static oly_status concatenate_shape(const oly_shape_ctx *ctx, oly_aval *out)
         return oly__error(OLY_ERR_SHAPE, "%s: operands must have rank >= 1, got %s", who,
                           oly__show_aval(x).s);
     int64_t axis = 0;
-    OLY_TRY(norm_axis(who, "dimension", p->dimension, x->rank, &axis));
+    OLY_TRY(oly__norm_axis(who, "dimension", p->dimension, x->rank, &axis));
     int64_t dims[OLY_MAX_RANK];
     memcpy(dims, x->dims, sizeof dims);
     bool weak = x->weak;
@@ -439,7 +427,7 @@ static oly_status iota_shape(const oly_shape_ctx *ctx, oly_aval *out)
             return oly__error(OLY_ERR_INVALID, "iota: shape %s has a negative dimension",
                               oly__show_ints(&p->shape).s);
     int64_t axis = 0;
-    OLY_TRY(norm_axis("iota", "dimension", p->dimension, p->shape.n, &axis));
+    OLY_TRY(oly__norm_axis("iota", "dimension", p->dimension, p->shape.n, &axis));
     set_aval(out, p->dtype, p->shape.n, p->shape.v, false);
     return OLY_OK;
 }
@@ -468,12 +456,6 @@ static int64_t norm_ax(int64_t a, int rank) { return a < 0 ? a + rank : a; }
 
 /* Where axis a of the unbatched value sits once a batch axis is at b. */
 static int64_t shift_ax(int64_t a, int b) { return a >= b ? a + 1 : a; }
-
-static oly_status emit1(oly_builder *b, const oly_prim *p, oly_atom x, const void *params,
-                        oly_atom *out)
-{
-    return oly__emit(b, p, &x, 1, params, NULL, 0, out);
-}
 
 /* v with x inserted at position at (fails past the maximum rank). */
 static oly_status ints_insert(const char *who, const oly_ints *v, int at, int64_t x,
@@ -524,9 +506,9 @@ static oly_status take_lane(oly_builder *b, oly_atom x, int bdim, int64_t i, oly
         sp.limit_indices.v[d] = d == bdim ? i + 1 : a.dims[d];
     }
     oly_atom s;
-    OLY_TRY(emit1(b, &oly__prim_slice, x, &sp, &s));
+    OLY_TRY(oly__emit_1(b, &oly__prim_slice, x, &sp, &s));
     oly_params_dims q = {.dimensions = {.n = 1, .v = {bdim}}};
-    return emit1(b, &oly__prim_squeeze, s, &q, out);
+    return oly__emit_1(b, &oly__prim_squeeze, s, &q, out);
 }
 
 /* Batches eqn by applying it to each batch element and concatenating the results
@@ -558,7 +540,7 @@ static oly_status batch_unrolled(oly_batch_ctx *ctx, const oly_eqn *eqn, const o
             s = take_lane(ctx->b, in[k], in_bdim[k], i, &lane[k]);
         oly_atom r;
         if (s == OLY_OK) s = oly__emit_eqn(ctx->b, eqn, lane, &r);
-        if (s == OLY_OK) s = emit1(ctx->b, &oly__prim_expand_dims, r, &ed, &parts[i]);
+        if (s == OLY_OK) s = oly__emit_1(ctx->b, &oly__prim_expand_dims, r, &ed, &parts[i]);
     }
     oly_params_concatenate cp = {.dimension = 0};
     if (s == OLY_OK)
@@ -605,7 +587,7 @@ static oly_status broadcast_in_dim_batch(oly_batch_ctx *ctx, const oly_eqn *eqn,
     OLY_TRY(ints_insert("broadcast_in_dim", &p->broadcast_dimensions, 0, -1,
                         &q.broadcast_dimensions));
     for (int i = 0; i < q.broadcast_dimensions.n; i++) q.broadcast_dimensions.v[i]++;
-    OLY_TRY(emit1(ctx->b, &oly__prim_broadcast_in_dim, x, &q, out));
+    OLY_TRY(oly__emit_1(ctx->b, &oly__prim_broadcast_in_dim, x, &q, out));
     out_bdim[0] = 0;
     return OLY_OK;
 }
@@ -649,7 +631,7 @@ static oly_status reshape_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const ol
     OLY_TRY(oly__batch_move(ctx, in[0], in_bdim[0], 0, &x));
     oly_params_reshape q;
     OLY_TRY(ints_insert("reshape", &p->new_sizes, 0, ctx->size, &q.new_sizes));
-    OLY_TRY(emit1(ctx->b, &oly__prim_reshape, x, &q, out));
+    OLY_TRY(oly__emit_1(ctx->b, &oly__prim_reshape, x, &q, out));
     out_bdim[0] = 0;
     return OLY_OK;
 }
@@ -678,7 +660,7 @@ static oly_status transpose_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const 
     oly_params_transpose q;
     OLY_TRY(ints_insert("transpose", &p->permutation, 0, b, &q.permutation));
     for (int i = 1; i < q.permutation.n; i++) q.permutation.v[i] = shift_ax(q.permutation.v[i], b);
-    OLY_TRY(emit1(ctx->b, &oly__prim_transpose, in[0], &q, out));
+    OLY_TRY(oly__emit_1(ctx->b, &oly__prim_transpose, in[0], &q, out));
     out_bdim[0] = 0;
     return OLY_OK;
 }
@@ -691,7 +673,7 @@ static oly_status transpose_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn
     const oly_params_transpose *p = eqn->params;
     oly_params_transpose q = {.permutation = {.n = p->permutation.n}};
     for (int i = 0; i < p->permutation.n; i++) q.permutation.v[p->permutation.v[i]] = i;
-    OLY_TRY(emit1(ctx->b, &oly__prim_transpose, ct[0], &q, &ct_in[0]));
+    OLY_TRY(oly__emit_1(ctx->b, &oly__prim_transpose, ct[0], &q, &ct_in[0]));
     ct_in_nz[0] = true;
     return OLY_OK;
 }
@@ -709,7 +691,7 @@ static oly_status squeeze_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const ol
         q.dimensions.v[i] = shift_ax(d, b);
         if (d < b) ob--;
     }
-    OLY_TRY(emit1(ctx->b, &oly__prim_squeeze, in[0], &q, out));
+    OLY_TRY(oly__emit_1(ctx->b, &oly__prim_squeeze, in[0], &q, out));
     out_bdim[0] = ob;
     return OLY_OK;
 }
@@ -724,7 +706,7 @@ static oly_status expand_dims_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, cons
     oly_params_dims q = {.dimensions = {.n = p->dimensions.n}};
     for (int i = 0; i < p->dimensions.n; i++)
         q.dimensions.v[i] = norm_ax(p->dimensions.v[i], out_rank) + 1;
-    OLY_TRY(emit1(ctx->b, &oly__prim_expand_dims, x, &q, out));
+    OLY_TRY(oly__emit_1(ctx->b, &oly__prim_expand_dims, x, &q, out));
     out_bdim[0] = 0;
     return OLY_OK;
 }
@@ -739,7 +721,7 @@ static oly_status squeeze_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn,
     oly_params_dims q = {.dimensions = {.n = p->dimensions.n}};
     for (int i = 0; i < p->dimensions.n; i++)
         q.dimensions.v[i] = norm_ax(p->dimensions.v[i], rank);
-    OLY_TRY(emit1(ctx->b, &oly__prim_expand_dims, ct[0], &q, &ct_in[0]));
+    OLY_TRY(oly__emit_1(ctx->b, &oly__prim_expand_dims, ct[0], &q, &ct_in[0]));
     ct_in_nz[0] = true;
     return OLY_OK;
 }
@@ -755,7 +737,7 @@ static oly_status expand_dims_transpose(oly_transpose_ctx *ctx, const oly_eqn *e
     oly_params_dims q = {.dimensions = {.n = p->dimensions.n}};
     for (int i = 0; i < p->dimensions.n; i++)
         q.dimensions.v[i] = norm_ax(p->dimensions.v[i], rank);
-    OLY_TRY(emit1(ctx->b, &oly__prim_squeeze, ct[0], &q, &ct_in[0]));
+    OLY_TRY(oly__emit_1(ctx->b, &oly__prim_squeeze, ct[0], &q, &ct_in[0]));
     ct_in_nz[0] = true;
     return OLY_OK;
 }
@@ -770,7 +752,7 @@ static oly_status rev_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_at
     oly_params_dims q = {.dimensions = {.n = p->dimensions.n}};
     for (int i = 0; i < p->dimensions.n; i++)
         q.dimensions.v[i] = shift_ax(norm_ax(p->dimensions.v[i], rank), b);
-    OLY_TRY(emit1(ctx->b, &oly__prim_rev, in[0], &q, out));
+    OLY_TRY(oly__emit_1(ctx->b, &oly__prim_rev, in[0], &q, out));
     out_bdim[0] = b;
     return OLY_OK;
 }
@@ -797,7 +779,7 @@ static oly_status slice_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_
     OLY_TRY(ints_insert("slice", &p->start_indices, b, 0, &q.start_indices));
     OLY_TRY(ints_insert("slice", &p->limit_indices, b, ctx->size, &q.limit_indices));
     if (p->strides.n) OLY_TRY(ints_insert("slice", &p->strides, b, 1, &q.strides));
-    OLY_TRY(emit1(ctx->b, &oly__prim_slice, in[0], &q, out));
+    OLY_TRY(oly__emit_1(ctx->b, &oly__prim_slice, in[0], &q, out));
     out_bdim[0] = b;
     return OLY_OK;
 }
@@ -1013,7 +995,7 @@ static oly_status concatenate_transpose(oly_transpose_ctx *ctx, const oly_eqn *e
                 q.start_indices.v[d] = d == axis ? off : 0;
                 q.limit_indices.v[d] = d == axis ? off + x.dims[d] : o->dims[d];
             }
-            OLY_TRY(emit1(ctx->b, &oly__prim_slice, ct[0], &q, &ct_in[i]));
+            OLY_TRY(oly__emit_1(ctx->b, &oly__prim_slice, ct[0], &q, &ct_in[i]));
             ct_in_nz[i] = true;
         }
         off += x.dims[axis];
@@ -1124,7 +1106,7 @@ static oly_status pad_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn, cons
     oly_atom args[2] = {ct[0]}, unpadded, t_op;
     OLY_TRY(zeros_scalar(ctx->b, o->dtype, &args[1]));
     OLY_TRY(oly__emit(ctx->b, &oly__prim_pad, args, 2, &un, NULL, 0, &unpadded));
-    OLY_TRY(emit1(ctx->b, &oly__prim_slice, unpadded, &sl, &t_op));
+    OLY_TRY(oly__emit_1(ctx->b, &oly__prim_slice, unpadded, &sl, &t_op));
     if (linear[0]) {
         ct_in[0] = t_op;
         ct_in_nz[0] = true;
@@ -1181,41 +1163,40 @@ static oly_status copy_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn, con
 
 /* ---------------------------------------------------------------- rows */
 
-#define FIELD(T, f, k) {.name = #f, .kind = (k), .offset = offsetof(T, f)}
 
 static const oly_param_field broadcast_in_dim_fields[] = {
-    FIELD(oly_params_broadcast_in_dim, shape, OLY_FIELD_INTS),
-    FIELD(oly_params_broadcast_in_dim, broadcast_dimensions, OLY_FIELD_INTS),
+    OLY_FIELD(oly_params_broadcast_in_dim, shape, OLY_FIELD_INTS),
+    OLY_FIELD(oly_params_broadcast_in_dim, broadcast_dimensions, OLY_FIELD_INTS),
 };
 static const oly_param_field reshape_fields[] = {
-    FIELD(oly_params_reshape, new_sizes, OLY_FIELD_INTS),
+    OLY_FIELD(oly_params_reshape, new_sizes, OLY_FIELD_INTS),
 };
 static const oly_param_field transpose_fields[] = {
-    FIELD(oly_params_transpose, permutation, OLY_FIELD_INTS),
+    OLY_FIELD(oly_params_transpose, permutation, OLY_FIELD_INTS),
 };
 static const oly_param_field dims_fields[] = {
-    FIELD(oly_params_dims, dimensions, OLY_FIELD_INTS),
+    OLY_FIELD(oly_params_dims, dimensions, OLY_FIELD_INTS),
 };
 static const oly_param_field slice_fields[] = {
-    FIELD(oly_params_slice, start_indices, OLY_FIELD_INTS),
-    FIELD(oly_params_slice, limit_indices, OLY_FIELD_INTS),
-    FIELD(oly_params_slice, strides, OLY_FIELD_INTS),
+    OLY_FIELD(oly_params_slice, start_indices, OLY_FIELD_INTS),
+    OLY_FIELD(oly_params_slice, limit_indices, OLY_FIELD_INTS),
+    OLY_FIELD(oly_params_slice, strides, OLY_FIELD_INTS),
 };
 static const oly_param_field dynamic_slice_fields[] = {
-    FIELD(oly_params_dynamic_slice, slice_sizes, OLY_FIELD_INTS),
+    OLY_FIELD(oly_params_dynamic_slice, slice_sizes, OLY_FIELD_INTS),
 };
 static const oly_param_field concatenate_fields[] = {
-    FIELD(oly_params_concatenate, dimension, OLY_FIELD_INT),
+    OLY_FIELD(oly_params_concatenate, dimension, OLY_FIELD_INT),
 };
 static const oly_param_field pad_fields[] = {
-    FIELD(oly_params_pad, lo, OLY_FIELD_INTS),
-    FIELD(oly_params_pad, hi, OLY_FIELD_INTS),
-    FIELD(oly_params_pad, interior, OLY_FIELD_INTS),
+    OLY_FIELD(oly_params_pad, lo, OLY_FIELD_INTS),
+    OLY_FIELD(oly_params_pad, hi, OLY_FIELD_INTS),
+    OLY_FIELD(oly_params_pad, interior, OLY_FIELD_INTS),
 };
 static const oly_param_field iota_fields[] = {
-    FIELD(oly_params_iota, dtype, OLY_FIELD_DTYPE),
-    FIELD(oly_params_iota, shape, OLY_FIELD_INTS),
-    FIELD(oly_params_iota, dimension, OLY_FIELD_INT),
+    OLY_FIELD(oly_params_iota, dtype, OLY_FIELD_DTYPE),
+    OLY_FIELD(oly_params_iota, shape, OLY_FIELD_INTS),
+    OLY_FIELD(oly_params_iota, dimension, OLY_FIELD_INT),
 };
 
 #define PARAMS(T, F) .params_size = sizeof(T), .fields = F, .n_fields = OLY_ARRAY_LEN(F)

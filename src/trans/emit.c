@@ -302,3 +302,9 @@ oly_status oly_builder_inline(oly_builder *b, oly_program *p, const oly_atom *in
         return oly__error(OLY_ERR_INVALID, "oly_builder_inline: %s is NULL", !out ? "out" : "in");
     return oly__emit_inline(b, p, in, out);
 }
+
+oly_status oly__emit_1(oly_builder *b, const oly_prim *p, oly_atom x, const void *params,
+                       oly_atom *out)
+{
+    return oly__emit(b, p, &x, 1, params, NULL, 0, out);
+}

@@ -121,6 +121,21 @@ oly_status oly__emit_inline(oly_builder *b, oly_program *p, const oly_atom *in, 
 /* Cotangent accumulation: x + y for values of one aval. */
 oly_status oly__emit_add_any(oly_builder *b, oly_atom x, oly_atom y, oly_atom *out);
 
+/* A one-output primitive on one input. */
+oly_status oly__emit_1(oly_builder *b, const oly_prim *p, oly_atom x, const void *params,
+                       oly_atom *out);
+
+/* ---------------------------------------------------------------- shared rules (rulekit.c) */
+
+/* JVP of a row whose outputs all have zero tangents: the primal only. */
+oly_status oly__jvp_zero(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
+                         const oly_atom *tangent, const bool *tan_nz, oly_atom *primal_out,
+                         oly_atom *tangent_out, bool *out_nz);
+/* JVP of a one-input row linear in it: the row applied to the tangent too. */
+oly_status oly__jvp_linear(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
+                           const oly_atom *tangent, const bool *tan_nz, oly_atom *primal_out,
+                           oly_atom *tangent_out, bool *out_nz);
+
 /* ---------------------------------------------------------------- batching helpers */
 
 /* x with its batch axis at `to`; an unmapped x (bdim OLY_NOT_MAPPED) is
