@@ -3,12 +3,15 @@
  * is exported. docs/design.md describes the module's Python-visible contract.
  *
  * Files:
- *   module.c    module init, module state, error mapping, x64, misc functions
- *   array.c     Array type, NumPy interop, asarray, dtype conversions
- *   tracer.c    Tracer type, trace stack, bind, promotion, number protocol
- *   jit.c       JitFunction, make_jaxpr / Jaxpr
- *   pytree.c    tree_flatten / unflatten, PyTreeDef, registry
- *   callback.c  the callback trampoline and _core.callback
+ *   module.c     module init, module state, the one error mapping, x64, misc functions
+ *   array.c      Array type, NumPy interop, asarray, dtype conversions, aval -> Python
+ *   tracer.c     the trace stack, the Tracer type, bind, inlining programs
+ *   operators.c  NumPy promotion and broadcasting, the operators of Array and Tracer
+ *   params.c     params structs from Python dicts (by field table)
+ *   jit.c        JitFunction (bounded trace cache), make_jaxpr / Jaxpr
+ *   transform.c  the Program type; trace / transform / call programs; rule thunks
+ *   pytree.c     tree_flatten / unflatten, PyTreeDef, registry
+ *   callback.c   the host adapter: the callback trampoline and _core.callback
  */
 #ifndef OLYMPUS_EXT_H
 #define OLYMPUS_EXT_H
@@ -77,6 +80,13 @@ PyObject *ext_numpy_from_raw(const oly_aval *aval, const void *data, PyObject *o
 int ext_tracer_init(PyObject *module);
 /* 1 if o is a Tracer. */
 int ext_is_tracer(PyObject *o);
+/* The aval of a Tracer (borrowed; o must be a Tracer). */
+const oly_aval *ext_tracer_aval(PyObject *o);
+/* A Python bool, int, float or complex (not a NumPy scalar). */
+bool ext_is_python_scalar(PyObject *o);
+/* Values the operators accept (others give NotImplemented): Arrays, Tracers,
+ * Python and NumPy scalars, NumPy arrays. */
+bool ext_is_operand(PyObject *o);
 /* The aval of an Array or Tracer or array-like Python value (Python scalars:
  * weak default dtype). Returns 0, or -1 with an exception. */
 int ext_aval_of(PyObject *o, oly_aval *out);
@@ -107,9 +117,17 @@ ext_trace *ext_trace_current(void);
  * results (always a tuple), or NULL with an exception. */
 PyObject *ext_bind(const oly_prim *p, const void *params, PyObject *const *args, Py_ssize_t n,
                    oly_program *const *subs, int n_sub);
+/* Emit prog's equations inline into the innermost open trace, its inputs bound
+ * to args (as bind converts them). A new tuple of the outputs (Tracers, or
+ * rank-0 Arrays for literal outputs), or NULL with an exception. */
+PyObject *ext_trace_inline(oly_program *prog, PyObject *const *args, Py_ssize_t n);
+
+/* ---------------------------------------------------------------- params.c */
 /* Parse a params dict into the prim's params struct (caller supplies
  * params_size bytes, zeroed). Host-function fields are not parseable. */
 int ext_params_from_dict(const oly_prim *p, PyObject *dict, void *params);
+
+/* ---------------------------------------------------------------- operators.c */
 /* The number-protocol and rich-comparison slots shared by Array and Tracer (one
  * implementation, NumPy-style promotion and broadcasting), ended by {0, NULL};
  * array.c appends them to Array's spec. */
@@ -122,10 +140,6 @@ extern const PyType_Slot ext_operator_slots[];
 PyObject *ext_operand_type_new(const char *name, int basicsize, const PyType_Slot *own,
                                int n_own);
 
-/* Emit prog's equations inline into the innermost open trace, its inputs bound
- * to args (as bind converts them). A new tuple of the outputs (Tracers, or
- * rank-0 Arrays for literal outputs), or NULL with an exception. */
-PyObject *ext_trace_inline(oly_program *prog, PyObject *const *args, Py_ssize_t n);
 
 /* ---------------------------------------------------------------- pytree.c */
 int ext_pytree_init(PyObject *module);
@@ -157,7 +171,8 @@ void ext_payload_free_reraise(void *p);
 /* Module-level functions each file exports into the module's method table
  * (module.c collects them). */
 extern PyMethodDef ext_array_methods[];    /* asarray, result_type? no: see tracer */
-extern PyMethodDef ext_tracer_methods[];   /* bind, result_type, is_tracer */
+extern PyMethodDef ext_tracer_methods[];   /* bind */
+extern PyMethodDef ext_operator_methods[]; /* result_type, broadcast_shapes, binop, unop */
 extern PyMethodDef ext_jit_methods[];      /* jit, make_jaxpr */
 extern PyMethodDef ext_pytree_methods[];   /* tree_flatten, tree_unflatten, register_pytree_node, ... */
 extern PyMethodDef ext_callback_methods[]; /* callback */

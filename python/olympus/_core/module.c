@@ -167,6 +167,7 @@ static Py_ssize_t count_methods(const PyMethodDef *t)
 static PyMethodDef *collect_methods(void)
 {
     const PyMethodDef *tables[] = {module_methods, ext_array_methods, ext_tracer_methods,
+                                   ext_operator_methods,
                                    ext_jit_methods, ext_transform_methods,
                                    ext_pytree_methods, ext_callback_methods};
     Py_ssize_t total = 0;
