@@ -287,7 +287,7 @@ typedef struct oly_params_dot_general {
  * the output count is computed from params alone. */
 typedef struct oly_params_call { const char *name; int64_t n_out; } oly_params_call;
 
-/* Control flow (src/prims/control.c), JAX's conventions. Sub-programs are the
+/* Control flow (src/prims/cond.c, loop.c), JAX's conventions. Sub-programs are the
  * equation's nested programs.
  * cond(index, *ops): subs = branches (>= 1), each ops -> outputs of the same
  *   avals. index is int32[] (clamped to [0, n_branches-1]) or bool[] (2

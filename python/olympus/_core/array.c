@@ -3,7 +3,7 @@
  * conversions between NumPy and olympus.
  *
  * Array is a mutable heap type: the Python package attaches methods
- * (__repr__, __getitem__, sum, ...) to it. The operators come from tracer.c
+ * (__repr__, __getitem__, sum, ...) to it. The operators come from operators.c
  * (ext_operator_slots), shared with Tracer.
  */
 #include "ext.h"

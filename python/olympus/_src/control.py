@@ -2,7 +2,7 @@
 fori_loop, scan and map. Each body is traced once into a program (with the
 outer traced values it closed over, which become the primitive's extra
 operands) and bound as one `cond` / `while` / `scan` equation; vmap, jvp and
-transpose then handle the equation through its rules (src/prims/control.c).
+transpose then handle the equation through its rules (src/prims/cond.c, src/prims/loop.c).
 """
 import operator
 
