@@ -272,7 +272,9 @@ def test_core_program_layer_rejects_bad_input():
     from olympus import _core
     p, cap = _core.trace(lambda x: [x * 2.0], [((3,), f32)])
     assert cap == [] and p.n_in == 1 and p.n_out == 1
-    assert p.in_avals == [((3,), np.dtype(f32), False)]
+    assert type(p) is type(olympus.make_jaxpr(lambda x: x)(1.0)) is _core.Jaxpr
+    (a,) = p.in_avals
+    assert (a.shape, a.dtype, a.weak_type, str(a)) == ((3,), np.dtype(f32), False, "f32[3]")
     assert "mul" in str(p)
     np.testing.assert_array_equal(np.asarray(_core.call_program(p, [np.ones(3, f32)])[0]), 2.0)
     bad = [
@@ -288,14 +290,14 @@ def test_core_program_layer_rejects_bad_input():
         (ValueError, "n_res", lambda: _core.transpose_program(p, 7)),
         (TypeError, "takes 1 inputs", lambda: _core.call_program(p, [])),
         (TypeError, r"expects f32\[3\]", lambda: _core.call_program(p, [np.ones(4, f32)])),
-        (TypeError, "Program", lambda: _core.call_program(3, [])),
+        (TypeError, "Jaxpr", lambda: _core.call_program(3, [])),
         (ValueError, "out of range", lambda: _core.program_with_inputs(p, [((3,), f32)], [3])),
         (NotImplementedError, "not available", lambda: _core.bind_subs("nope", [], {}, [])),
-        (TypeError, "Program", lambda: _core.bind_subs("cond", [True, np.ones(3, f32)],
+        (TypeError, "Jaxpr", lambda: _core.bind_subs("cond", [True, np.ones(3, f32)],
                                                        {"n_out": 1}, [p, 3])),
         (TypeError, "must be callable",
          lambda: _core.custom_jvp_call("f", p, 3, [np.ones(3, f32)])),
-        (TypeError, "Program", lambda: olympus.jvp(
+        (TypeError, "Jaxpr", lambda: olympus.jvp(
             lambda x: _core.custom_jvp_call("f", p, lambda a, n: 3, [x])[0],
             (np.ones(3, f32),), (np.ones(3, f32),))),
         (TypeError, r"nested program expects f32\[3\]",

@@ -336,6 +336,7 @@ def test_tracer_repr_attributes_and_concretization():
     def f(x, y):
         seen["x"], seen["y"] = repr(x), repr(y)
         seen["shape"], seen["dtype"] = x.shape, x.dtype
+        seen["aval"] = repr(y.aval), str(y.aval), y.aval.weak_type
         assert core.is_tracer(x) and not core.is_tracer(1.0)
         return x * y
 
@@ -343,6 +344,7 @@ def test_tracer_repr_attributes_and_concretization():
     assert seen["x"] == "Traced<ShapedArray(float32[5])>with<DynamicJaxprTrace>"
     assert seen["y"] == "Traced<ShapedArray(float32[], weak_type=True)>with<DynamicJaxprTrace>"
     assert seen["shape"] == (5,) and seen["dtype"] == np.float32
+    assert seen["aval"] == ("ShapedArray(float32[], weak_type=True)", "f32[]", True)
 
 
 @pytest.mark.parametrize("conv, fn", [(bool, "bool"), (float, "float"), (int, "int"),
@@ -509,7 +511,7 @@ def test_closure_capture_of_outer_tracer():
     np.testing.assert_array_equal(np.asarray(jo(np.array([1.0, 2.0], np.float32))), [7.0, 14.0])
     jaxpr = core.make_jaxpr(outer)(np.ones(2, np.float32))
     assert str(jaxpr).count("pjit") == 2
-    assert jaxpr.in_avals == ["f32[2]"]
+    assert [str(a) for a in jaxpr.in_avals] == ["f32[2]"]
 
 
 def test_make_jaxpr_text_and_attributes():
@@ -522,8 +524,13 @@ def test_make_jaxpr_text_and_attributes():
     assert "mul a 2.0" in text and "add" in text
     assert text.rstrip().endswith("in (d, a) }")
     assert repr(j) == text
-    assert j.in_avals == ["f32[3]", "f32[]"]
-    assert j.out_avals == ["f32[3]", "f32[3]"]
+    assert [str(a) for a in j.in_avals] == ["f32[3]", "f32[]"]
+    assert [str(a) for a in j.out_avals] == ["f32[3]", "f32[3]"]
+    x, y = j.in_avals
+    assert x.shape == (3,) and x.dtype == np.float32 and not x.weak_type
+    assert y.shape == () and y.dtype == np.float32 and y.weak_type
+    assert repr(x) == "ShapedArray(float32[3])"
+    assert repr(y) == "ShapedArray(float32[], weak_type=True)"
     assert j.eqn_count == 2 and j.effects == 0
 
 
@@ -535,7 +542,7 @@ def test_make_jaxpr_constants_and_static_argnums():
 
     j = core.make_jaxpr(f, static_argnums=(1,))(np.ones(3, np.float32), 5)
     text = str(j)
-    assert "5" in text and j.in_avals == ["f32[3]"]
+    assert "5" in text and [str(a) for a in j.in_avals] == ["f32[3]"]
 
 
 def test_ops_on_constants_inside_a_trace_are_staged():

@@ -470,18 +470,6 @@ PyObject *ext_shape_tuple(const oly_aval *av)
     return t;
 }
 
-PyObject *ext_aval_tuple(const oly_aval *a)
-{
-    PyObject *shape = ext_shape_tuple(a);
-    if (!shape) return NULL;
-    PyObject *dt = ext_dtype_to_numpy(a->dtype);
-    if (!dt) {
-        Py_DECREF(shape);
-        return NULL;
-    }
-    return Py_BuildValue("(NNO)", shape, dt, a->weak ? Py_True : Py_False);
-}
-
 static PyObject *Array_get_shape(PyObject *self, void *Py_UNUSED(c))
 {
     return ext_shape_tuple(oly_array_aval(ARR(self)));

@@ -8,8 +8,9 @@
  *   tracer.c     the trace stack, the Tracer type, bind, inlining programs
  *   operators.c  NumPy promotion and broadcasting, the operators of Array and Tracer
  *   params.c     params structs from Python dicts (by field table)
- *   jit.c        JitFunction (bounded trace cache), make_jaxpr / Jaxpr
- *   transform.c  the Program type; trace / transform / call programs; rule thunks
+ *   program.c    the Jaxpr type (any program) and ShapedArray (avals to and from Python)
+ *   jit.c        JitFunction (bounded trace cache), make_jaxpr
+ *   transform.c  trace / transform / call programs; rule thunks
  *   pytree.c     tree_flatten / unflatten, PyTreeDef, registry
  *   callback.c   the host adapter: the callback trampoline and _core.callback
  */
@@ -66,10 +67,8 @@ int ext_to_array(PyObject *obj, int want, oly_array **out);
 /* numpy dtype object (new ref) for t; dtype from a numpy dtype / type / name. */
 PyObject *ext_dtype_to_numpy(oly_dtype t);
 int ext_dtype_from_py(PyObject *obj, oly_dtype *out);
-/* The one aval -> Python conversion: the shape as a tuple of ints, and
- * (shape, numpy dtype, weak). New references, or NULL with an exception. */
+/* The shape as a tuple of ints. New reference, or NULL with an exception. */
 PyObject *ext_shape_tuple(const oly_aval *av);
-PyObject *ext_aval_tuple(const oly_aval *a);
 /* Read-only NumPy array viewing the data of core array a (retained by the view). */
 PyObject *ext_numpy_view(oly_array *a);
 /* Read-only NumPy array viewing raw memory described by aval; base keeps owner
@@ -149,12 +148,26 @@ int ext_tree_flatten(PyObject *tree, PyObject *is_leaf, PyObject **leaves, PyObj
 PyObject *ext_tree_unflatten(PyObject *treedef, PyObject *leaves);
 Py_ssize_t ext_treedef_num_leaves(PyObject *treedef);
 
+/* ---------------------------------------------------------------- program.c */
+int ext_program_init(PyObject *module);
+/* A new Jaxpr owning p (stolen, released on failure); out_treedef may be NULL. */
+PyObject *ext_program_wrap(oly_program *p, PyObject *out_treedef);
+/* The program of a Jaxpr (borrowed), or NULL with a TypeError. */
+oly_program *ext_program_get(PyObject *o);
+/* The one aval -> Python conversion: a new ShapedArray, or NULL with an exception. */
+PyObject *ext_aval_new(const oly_aval *a);
+/* Python -> aval: (shape, dtype[, weak]) or an object with .shape/.dtype[/.weak_type];
+ * the dtype as given (not canonicalised). 0, or -1 with an exception. */
+int ext_aval_from_py(PyObject *o, oly_aval *out);
+/* "float32[5,3]" (NumPy dtype names), and "ShapedArray(float32[5], weak_type=True)". */
+void ext_format_shaped(char *buf, size_t n, const oly_aval *a);
+PyObject *ext_aval_repr(const oly_aval *a);
+
 /* ---------------------------------------------------------------- jit.c */
 int ext_jit_init(PyObject *module);
 
 /* ---------------------------------------------------------------- transform.c */
-/* Program type, trace/transform/call of programs, custom-rule thunks. */
-int ext_transform_init(PyObject *module);
+/* Trace/transform/call of programs, custom-rule thunks. */
 extern PyMethodDef ext_transform_methods[];
 
 /* ---------------------------------------------------------------- callback.c */

@@ -1,4 +1,4 @@
-/* jit.c — JitFunction (jit) and Jaxpr (make_jaxpr).
+/* jit.c — JitFunction (jit, and make_jaxpr's tracing mode).
  *
  * A call flattens (args, kwargs) minus the static arguments into leaves and
  * looks up the cache with the key (treedef, packed leaf avals + x64 flag,
@@ -49,14 +49,7 @@ typedef struct cache_entry {
  * changed only with the GIL held. */
 static Py_ssize_t cache_capacity = 4096;
 
-typedef struct JaxprObject {
-    PyObject_HEAD
-    oly_program *prog;      /* owned */
-    PyObject *out_treedef;  /* owned (may be NULL) */
-} JaxprObject;
-
 static PyTypeObject *JitFunction_Type; /* owned; also in ext_st */
-static PyTypeObject *Jaxpr_Type;       /* owned; also in ext_st */
 
 /* ---------------------------------------------------------------- cache entries */
 
@@ -107,106 +100,6 @@ static int cache_make_room(PyObject *cache)
     }
     return 0;
 }
-
-/* ---------------------------------------------------------------- Jaxpr */
-
-static PyObject *jaxpr_new(oly_program *prog, PyObject *out_treedef)
-{
-    JaxprObject *o = PyObject_New(JaxprObject, Jaxpr_Type);
-    if (!o) return NULL;
-    o->prog = oly_program_retain(prog);
-    o->out_treedef = Py_XNewRef(out_treedef);
-    return (PyObject *)o;
-}
-
-static void Jaxpr_dealloc(PyObject *self)
-{
-    PyTypeObject *tp = Py_TYPE(self);
-    JaxprObject *o = (JaxprObject *)self;
-    oly_program_release(o->prog);
-    Py_XDECREF(o->out_treedef);
-    tp->tp_free(self);
-    Py_DECREF(tp);
-}
-
-static PyObject *Jaxpr_str(PyObject *self)
-{
-    char *text = NULL;
-    oly_status s = oly_program_print(((JaxprObject *)self)->prog, &text);
-    if (s != OLY_OK) return ext_raise(s);
-    PyObject *r = PyUnicode_FromString(text);
-    free(text);
-    return r;
-}
-
-static PyObject *aval_list(const oly_program *p, bool inputs)
-{
-    int n = inputs ? oly_program_num_inputs(p) : oly_program_num_outputs(p);
-    PyObject *l = PyList_New(n);
-    if (!l) return NULL;
-    for (int i = 0; i < n; i++) {
-        char buf[512];
-        const oly_aval *a = inputs ? oly_program_input_aval(p, i) : oly_program_output_aval(p, i);
-        if (a)
-            oly_aval_format(buf, sizeof buf, a);
-        else
-            snprintf(buf, sizeof buf, "?");
-        PyObject *s = PyUnicode_FromString(buf);
-        if (!s) {
-            Py_DECREF(l);
-            return NULL;
-        }
-        PyList_SET_ITEM(l, i, s);
-    }
-    return l;
-}
-
-static PyObject *Jaxpr_in_avals(PyObject *self, void *Py_UNUSED(c))
-{
-    return aval_list(((JaxprObject *)self)->prog, true);
-}
-static PyObject *Jaxpr_out_avals(PyObject *self, void *Py_UNUSED(c))
-{
-    return aval_list(((JaxprObject *)self)->prog, false);
-}
-static PyObject *Jaxpr_effects(PyObject *self, void *Py_UNUSED(c))
-{
-    return PyLong_FromUnsignedLong(oly_program_effects(((JaxprObject *)self)->prog));
-}
-static PyObject *Jaxpr_eqn_count(PyObject *self, void *Py_UNUSED(c))
-{
-    return PyLong_FromLong(oly_program_num_eqns(((JaxprObject *)self)->prog));
-}
-static PyObject *Jaxpr_out_tree(PyObject *self, void *Py_UNUSED(c))
-{
-    PyObject *t = ((JaxprObject *)self)->out_treedef;
-    return Py_NewRef(t ? t : Py_None);
-}
-
-static PyGetSetDef Jaxpr_getset[] = {
-    {"in_avals", Jaxpr_in_avals, NULL, "input avals as printer strings (\"f32[5]\")", NULL},
-    {"out_avals", Jaxpr_out_avals, NULL, "output avals as printer strings", NULL},
-    {"effects", Jaxpr_effects, NULL, "the program's effect bits (OLY_EFFECT_*)", NULL},
-    {"eqn_count", Jaxpr_eqn_count, NULL, "number of top-level equations", NULL},
-    {"out_tree", Jaxpr_out_tree, NULL, "PyTreeDef of the function's output", NULL},
-    {NULL, NULL, NULL, NULL, NULL},
-};
-
-static PyType_Slot Jaxpr_slots[] = {
-    {Py_tp_dealloc, FN_SLOT(Jaxpr_dealloc)},
-    {Py_tp_str, FN_SLOT(Jaxpr_str)},
-    {Py_tp_repr, FN_SLOT(Jaxpr_str)},
-    {Py_tp_getset, Jaxpr_getset},
-    {Py_tp_doc, (void *)"A traced program (from make_jaxpr); str() is its text form."},
-    {0, NULL},
-};
-
-static PyType_Spec Jaxpr_spec = {
-    .name = "olympus._core.Jaxpr",
-    .basicsize = sizeof(JaxprObject),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION,
-    .slots = Jaxpr_slots,
-};
 
 /* ---------------------------------------------------------------- leaves */
 
@@ -544,7 +437,7 @@ static PyObject *Jit_vectorcall(PyObject *self, PyObject *const *args, size_t na
         if (trace_fun(f, args, nargs, kwnames, treedef, avals, n_leaves, &prog, &out_treedef,
                       &captured) < 0)
             goto done;
-        res = jaxpr_new(prog, out_treedef);
+        res = ext_program_wrap(oly_program_retain(prog), out_treedef);
         goto done;
     }
 
@@ -970,11 +863,7 @@ int ext_jit_init(PyObject *module)
 {
     JitFunction_Type = (PyTypeObject *)PyType_FromSpec(&Jit_spec);
     if (!JitFunction_Type) return -1;
-    Jaxpr_Type = (PyTypeObject *)PyType_FromSpec(&Jaxpr_spec);
-    if (!Jaxpr_Type) return -1;
     ext_st->JitFunction_Type = JitFunction_Type;
-    ext_st->Jaxpr_Type = Jaxpr_Type;
     if (PyModule_AddObjectRef(module, "JitFunction", (PyObject *)JitFunction_Type) < 0) return -1;
-    if (PyModule_AddObjectRef(module, "Jaxpr", (PyObject *)Jaxpr_Type) < 0) return -1;
     return 0;
 }

@@ -232,8 +232,8 @@ PyMODINIT_FUNC PyInit__core(void)
         goto fail;
     if (ext_array_init(m) < 0) goto fail;
     if (ext_tracer_init(m) < 0) goto fail;
+    if (ext_program_init(m) < 0) goto fail;
     if (ext_jit_init(m) < 0) goto fail;
-    if (ext_transform_init(m) < 0) goto fail;
     if (ext_pytree_init(m) < 0) goto fail;
     if (ext_callback_init(m) < 0) goto fail;
     return m;

@@ -51,7 +51,6 @@ typedef struct TracerObject {
 } TracerObject;
 
 static PyObject *UnexpectedTracerError; /* owned */
-static PyTypeObject *ShapedArray_Type;  /* owned */
 
 #define TR(o) ((TracerObject *)(o))
 
@@ -156,21 +155,13 @@ int ext_is_tracer(PyObject *o)
     return ext_st && ext_st->Tracer_Type && Py_IS_TYPE(o, ext_st->Tracer_Type);
 }
 
-/* "float32[5,3]" (NumPy names, like JAX's ShapedArray). */
-static void format_shape(char *buf, size_t n, const oly_aval *a)
-{
-    size_t k = (size_t)snprintf(buf, n, "%s[", oly_dtype_name(a->dtype));
-    for (int i = 0; i < a->rank && k < n; i++)
-        k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? "," : "", (long long)a->dims[i]);
-    if (k < n) snprintf(buf + k, n - k, "]");
-}
-
 static PyObject *Tracer_repr(PyObject *self)
 {
-    char shape[512];
-    format_shape(shape, sizeof shape, &TR(self)->aval);
-    return PyUnicode_FromFormat("Traced<ShapedArray(%s%s)>with<DynamicJaxprTrace>", shape,
-                                TR(self)->aval.weak ? ", weak_type=True" : "");
+    PyObject *aval = ext_aval_repr(&TR(self)->aval);
+    if (!aval) return NULL;
+    PyObject *r = PyUnicode_FromFormat("Traced<%U>with<DynamicJaxprTrace>", aval);
+    Py_DECREF(aval);
+    return r;
 }
 
 static PyObject *leaked_error(PyObject *tracer)
@@ -190,7 +181,7 @@ static PyObject *leaked_error(PyObject *tracer)
 static PyObject *concretization_error(PyObject *self, const char *fn)
 {
     char shape[512];
-    format_shape(shape, sizeof shape, &TR(self)->aval);
+    ext_format_shaped(shape, sizeof shape, &TR(self)->aval);
     PyErr_Format(ext_st->ConcretizationTypeError,
                  "Abstract tracer value encountered where concrete value is expected: traced "
                  "array with shape %s.\nThe problem arose with the `%s` function. If trying to "
@@ -233,20 +224,7 @@ static PyObject *Tracer_get_weak(PyObject *self, void *Py_UNUSED(c))
 }
 static PyObject *Tracer_get_aval(PyObject *self, void *Py_UNUSED(c))
 {
-    PyObject *r = PyStructSequence_New(ShapedArray_Type);
-    if (!r) return NULL;
-    PyObject *sh = ext_shape_tuple(&TR(self)->aval);
-    PyObject *dt = ext_dtype_to_numpy(TR(self)->aval.dtype);
-    if (!sh || !dt) {
-        Py_XDECREF(sh);
-        Py_XDECREF(dt);
-        Py_DECREF(r);
-        return NULL;
-    }
-    PyStructSequence_SET_ITEM(r, 0, sh);
-    PyStructSequence_SET_ITEM(r, 1, dt);
-    PyStructSequence_SET_ITEM(r, 2, PyBool_FromLong(TR(self)->aval.weak));
-    return r;
+    return ext_aval_new(&TR(self)->aval);
 }
 
 static PyGetSetDef Tracer_getset[] = {
@@ -255,7 +233,7 @@ static PyGetSetDef Tracer_getset[] = {
     {"ndim", Tracer_get_ndim, NULL, "rank", NULL},
     {"size", Tracer_get_size, NULL, "number of elements", NULL},
     {"weak_type", Tracer_get_weak, NULL, "True if the value came from a Python scalar", NULL},
-    {"aval", Tracer_get_aval, NULL, "ShapedArray(shape, dtype, weak_type)", NULL},
+    {"aval", Tracer_get_aval, NULL, "the ShapedArray", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -783,17 +761,6 @@ PyMethodDef ext_tracer_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static PyStructSequence_Field shaped_fields[] = {
-    {"shape", "tuple of dimensions"},
-    {"dtype", "numpy dtype"},
-    {"weak_type", "True for values from Python scalars"},
-    {NULL, NULL},
-};
-
-static PyStructSequence_Desc shaped_desc = {
-    "olympus._core.ShapedArray", "The abstract value of a Tracer.", shaped_fields, 3,
-};
-
 int ext_tracer_init(PyObject *module)
 {
     PyType_Slot own[] = {
@@ -823,8 +790,5 @@ int ext_tracer_init(PyObject *module)
     if (!UnexpectedTracerError) return -1;
     if (PyModule_AddObjectRef(module, "UnexpectedTracerError", UnexpectedTracerError) < 0)
         return -1;
-    ShapedArray_Type = PyStructSequence_NewType(&shaped_desc);
-    if (!ShapedArray_Type) return -1;
-    if (PyModule_AddObjectRef(module, "ShapedArray", (PyObject *)ShapedArray_Type) < 0) return -1;
     return 0;
 }

@@ -1,18 +1,18 @@
 /* transform.c — programs as Python objects, and the transforms on them.
  *
  * The Python API of the transformations (olympus.vmap, grad, lax.cond, ...)
- * is written as: trace a Python function on abstract values into a Program
- * (with the outer values it captured), transform the Program in C, then call
+ * is written as: trace a Python function on abstract values into a Jaxpr
+ * (with the outer values it captured), transform the Jaxpr in C, then call
  * the result on values — eagerly, or inline into the enclosing trace, so
  * nested transforms compose. Custom rules (custom_jvp / custom_vjp) are
  * thunks whose trace function calls back into Python (GIL taken) to trace
  * the user's rule lazily, when a transform first needs it.
  *
  * Functions (module level):
- *   trace(fun, avals) -> (Program, captured)
+ *   trace(fun, avals) -> (Jaxpr, captured)
  *   vmap_program, jvp_program, linearize_program, transpose_program, dce_program
  *   call_program(prog, args) -> tuple
- *   program_with_inputs(prog, avals, mapping) -> Program
+ *   program_with_inputs(prog, avals, mapping) -> Jaxpr
  *   bind_subs(name, args, params, subs) -> tuple
  *   custom_jvp_call(name, prog, jvp_rule, args) -> tuple
  *   custom_vjp_call(name, prog, fwd_rule, bwd_rule, args) -> tuple
@@ -26,190 +26,8 @@
 
 #include <string.h>
 
-
-#define FN_SLOT(f) (__extension__(void *)(f))
-
 /* Eager runs moving more than this many bytes release the GIL (as jit.c). */
 #define GIL_RELEASE_BYTES ((size_t)1 << 20)
-
-typedef struct ProgramObject {
-    PyObject_HEAD
-    oly_program *prog; /* owned */
-} ProgramObject;
-
-static PyTypeObject *Program_Type; /* owned */
-
-
-/* ---------------------------------------------------------------- Program */
-
-static PyObject *program_wrap(oly_program *p) /* steals p */
-{
-    ProgramObject *o = PyObject_New(ProgramObject, Program_Type);
-    if (!o) {
-        oly_program_release(p);
-        return NULL;
-    }
-    o->prog = p;
-    return (PyObject *)o;
-}
-
-static oly_program *program_get(PyObject *o)
-{
-    if (!Program_Type || !PyObject_TypeCheck(o, Program_Type)) {
-        PyErr_Format(PyExc_TypeError, "expected an olympus._core.Program, got %s",
-                     Py_TYPE(o)->tp_name);
-        return NULL;
-    }
-    return ((ProgramObject *)o)->prog;
-}
-
-static void Program_dealloc(PyObject *self)
-{
-    PyTypeObject *tp = Py_TYPE(self);
-    oly_program_release(((ProgramObject *)self)->prog);
-    tp->tp_free(self);
-    Py_DECREF(tp);
-}
-
-static PyObject *Program_str(PyObject *self)
-{
-    char *text = NULL;
-    oly_status s = oly_program_print(((ProgramObject *)self)->prog, &text);
-    if (s != OLY_OK) return ext_raise(s);
-    PyObject *r = PyUnicode_FromString(text);
-    free(text);
-    return r;
-}
-
-static PyObject *avals_list(const oly_program *p, bool inputs)
-{
-    int n = inputs ? oly_program_num_inputs(p) : oly_program_num_outputs(p);
-    PyObject *l = PyList_New(n);
-    if (!l) return NULL;
-    for (int i = 0; i < n; i++) {
-        const oly_aval *a = inputs ? oly_program_input_aval(p, i) : oly_program_output_aval(p, i);
-        oly_aval z;
-        if (!a) {
-            memset(&z, 0, sizeof z);
-            a = &z;
-        }
-        PyObject *t = ext_aval_tuple(a);
-        if (!t) {
-            Py_DECREF(l);
-            return NULL;
-        }
-        PyList_SET_ITEM(l, i, t);
-    }
-    return l;
-}
-
-static PyObject *Program_in_avals(PyObject *self, void *Py_UNUSED(c))
-{
-    return avals_list(((ProgramObject *)self)->prog, true);
-}
-static PyObject *Program_out_avals(PyObject *self, void *Py_UNUSED(c))
-{
-    return avals_list(((ProgramObject *)self)->prog, false);
-}
-static PyObject *Program_n_in(PyObject *self, void *Py_UNUSED(c))
-{
-    return PyLong_FromLong(oly_program_num_inputs(((ProgramObject *)self)->prog));
-}
-static PyObject *Program_n_out(PyObject *self, void *Py_UNUSED(c))
-{
-    return PyLong_FromLong(oly_program_num_outputs(((ProgramObject *)self)->prog));
-}
-static PyObject *Program_effects(PyObject *self, void *Py_UNUSED(c))
-{
-    return PyLong_FromUnsignedLong(oly_program_effects(((ProgramObject *)self)->prog));
-}
-static PyObject *Program_eqn_count(PyObject *self, void *Py_UNUSED(c))
-{
-    return PyLong_FromLong(oly_program_num_eqns(((ProgramObject *)self)->prog));
-}
-
-static PyGetSetDef Program_getset[] = {
-    {"in_avals", Program_in_avals, NULL, "[(shape, dtype, weak_type)] of the inputs", NULL},
-    {"out_avals", Program_out_avals, NULL, "[(shape, dtype, weak_type)] of the outputs", NULL},
-    {"n_in", Program_n_in, NULL, "number of inputs", NULL},
-    {"n_out", Program_n_out, NULL, "number of outputs", NULL},
-    {"effects", Program_effects, NULL, "effect bits (OLY_EFFECT_*)", NULL},
-    {"eqn_count", Program_eqn_count, NULL, "number of top-level equations", NULL},
-    {NULL, NULL, NULL, NULL, NULL},
-};
-
-static PyType_Slot Program_slots[] = {
-    {Py_tp_dealloc, FN_SLOT(Program_dealloc)},
-    {Py_tp_str, FN_SLOT(Program_str)},
-    {Py_tp_repr, FN_SLOT(Program_str)},
-    {Py_tp_getset, Program_getset},
-    {Py_tp_doc, (void *)"An immutable olympus program (str() is its text form)."},
-    {0, NULL},
-};
-
-static PyType_Spec Program_spec = {
-    .name = "olympus._core.Program",
-    .basicsize = sizeof(ProgramObject),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION,
-    .slots = Program_slots,
-};
-
-/* ---------------------------------------------------------------- avals from Python */
-
-/* (shape, dtype[, weak]) or an object with .shape/.dtype[/.weak_type]. */
-static int parse_aval(PyObject *o, oly_aval *out)
-{
-    PyObject *shape = NULL, *dtype = NULL, *weak = NULL;
-    int r = -1;
-    if (PyTuple_Check(o) && (PyTuple_GET_SIZE(o) == 2 || PyTuple_GET_SIZE(o) == 3)) {
-        shape = Py_NewRef(PyTuple_GET_ITEM(o, 0));
-        dtype = Py_NewRef(PyTuple_GET_ITEM(o, 1));
-        if (PyTuple_GET_SIZE(o) == 3) weak = Py_NewRef(PyTuple_GET_ITEM(o, 2));
-    } else {
-        shape = PyObject_GetAttrString(o, "shape");
-        dtype = shape ? PyObject_GetAttrString(o, "dtype") : NULL;
-        if (!shape || !dtype) goto done;
-        weak = PyObject_GetAttrString(o, "weak_type");
-        if (!weak) PyErr_Clear();
-    }
-    memset(out, 0, sizeof *out);
-    if (ext_dtype_from_py(dtype, &out->dtype) < 0) goto done;
-    out->dtype = oly_dtype_canonicalize(out->dtype);
-    PyObject *seq = PySequence_Fast(shape, "shape must be a sequence of ints");
-    if (!seq) goto done;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    if (n > OLY_MAX_RANK) {
-        Py_DECREF(seq);
-        PyErr_Format(PyExc_ValueError, "rank %zd exceeds the maximum %d", n, OLY_MAX_RANK);
-        goto done;
-    }
-    out->rank = (int)n;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        long long d = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, i));
-        if (d == -1 && PyErr_Occurred()) {
-            Py_DECREF(seq);
-            goto done;
-        }
-        if (d < 0) {
-            Py_DECREF(seq);
-            PyErr_Format(PyExc_ValueError, "negative dimension %lld", d);
-            goto done;
-        }
-        out->dims[i] = d;
-    }
-    Py_DECREF(seq);
-    if (weak) {
-        int w = PyObject_IsTrue(weak);
-        if (w < 0) goto done;
-        out->weak = w != 0;
-    }
-    r = 0;
-done:
-    Py_XDECREF(shape);
-    Py_XDECREF(dtype);
-    Py_XDECREF(weak);
-    return r;
-}
 
 /* ---------------------------------------------------------------- trace */
 
@@ -251,6 +69,8 @@ fail:
     return -1;
 }
 
+/* The avals of a sequence (as ext_aval_from_py), dtypes canonicalised by x64;
+ * *out (PyMem) on success. */
 static int parse_avals(PyObject *avals, oly_aval **out, Py_ssize_t *n)
 {
     PyObject *seq = PySequence_Fast(avals, "avals must be a sequence");
@@ -262,13 +82,15 @@ static int parse_avals(PyObject *avals, oly_aval **out, Py_ssize_t *n)
         PyErr_NoMemory();
         return -1;
     }
-    for (Py_ssize_t i = 0; i < *n; i++)
-        if (parse_aval(PySequence_Fast_GET_ITEM(seq, i), &(*out)[i]) < 0) {
+    for (Py_ssize_t i = 0; i < *n; i++) {
+        if (ext_aval_from_py(PySequence_Fast_GET_ITEM(seq, i), &(*out)[i]) < 0) {
             PyMem_Free(*out);
             *out = NULL;
             Py_DECREF(seq);
             return -1;
         }
+        (*out)[i].dtype = oly_dtype_canonicalize((*out)[i].dtype);
+    }
     Py_DECREF(seq);
     return 0;
 }
@@ -285,7 +107,7 @@ static PyObject *py_trace(PyObject *Py_UNUSED(m), PyObject *args)
     int r = trace_flat(fun, av, n, &p, &captured);
     PyMem_Free(av);
     if (r < 0) return NULL;
-    PyObject *po = program_wrap(p);
+    PyObject *po = ext_program_wrap(p, NULL);
     if (!po) {
         Py_DECREF(captured);
         return NULL;
@@ -369,7 +191,7 @@ static PyObject *py_vmap_program(PyObject *Py_UNUSED(m), PyObject *args)
     long long size;
     if (!PyArg_ParseTuple(args, "OOLO:vmap_program", &po, &in_axes, &size, &out_axes))
         return NULL;
-    oly_program *p = program_get(po);
+    oly_program *p = ext_program_get(po);
     if (!p) return NULL;
     int *ia = NULL, *oa = NULL;
     PyObject *res = NULL;
@@ -377,7 +199,7 @@ static PyObject *py_vmap_program(PyObject *Py_UNUSED(m), PyObject *args)
     if (parse_ints(out_axes, oly_program_num_outputs(p), &oa, "vmap out_axes") < 0) goto done;
     oly_program *o = NULL;
     oly_status s = oly_program_vmap(p, ia, (int64_t)size, oa, &o);
-    res = s == OLY_OK ? program_wrap(o) : ext_raise(s);
+    res = s == OLY_OK ? ext_program_wrap(o, NULL) : ext_raise(s);
 done:
     PyMem_Free(ia);
     PyMem_Free(oa);
@@ -388,7 +210,7 @@ static PyObject *py_jvp_program(PyObject *Py_UNUSED(m), PyObject *args)
 {
     PyObject *po, *nz;
     if (!PyArg_ParseTuple(args, "OO:jvp_program", &po, &nz)) return NULL;
-    oly_program *p = program_get(po);
+    oly_program *p = ext_program_get(po);
     if (!p) return NULL;
     bool *nzi = NULL;
     if (parse_bools(nz, oly_program_num_inputs(p), &nzi, "jvp nonzero mask") < 0) return NULL;
@@ -405,7 +227,7 @@ static PyObject *py_jvp_program(PyObject *Py_UNUSED(m), PyObject *args)
         ext_raise(s);
         goto done;
     }
-    res = Py_BuildValue("(NN)", program_wrap(o), bool_list(nzo, n_out));
+    res = Py_BuildValue("(NN)", ext_program_wrap(o, NULL), bool_list(nzo, n_out));
 done:
     PyMem_Free(nzi);
     PyMem_Free(nzo);
@@ -416,7 +238,7 @@ static PyObject *py_linearize_program(PyObject *Py_UNUSED(m), PyObject *args)
 {
     PyObject *po, *nz;
     if (!PyArg_ParseTuple(args, "OO:linearize_program", &po, &nz)) return NULL;
-    oly_program *p = program_get(po);
+    oly_program *p = ext_program_get(po);
     if (!p) return NULL;
     bool *nzi = NULL;
     if (parse_bools(nz, oly_program_num_inputs(p), &nzi, "linearize nonzero mask") < 0)
@@ -435,7 +257,7 @@ static PyObject *py_linearize_program(PyObject *Py_UNUSED(m), PyObject *args)
         ext_raise(s);
         goto done;
     }
-    res = Py_BuildValue("(NNiN)", program_wrap(pr), program_wrap(lin), n_res,
+    res = Py_BuildValue("(NNiN)", ext_program_wrap(pr, NULL), ext_program_wrap(lin, NULL), n_res,
                         bool_list(nzo, n_out));
 done:
     PyMem_Free(nzi);
@@ -448,20 +270,20 @@ static PyObject *py_transpose_program(PyObject *Py_UNUSED(m), PyObject *args)
     PyObject *po;
     int n_res;
     if (!PyArg_ParseTuple(args, "Oi:transpose_program", &po, &n_res)) return NULL;
-    oly_program *p = program_get(po);
+    oly_program *p = ext_program_get(po);
     if (!p) return NULL;
     oly_program *o = NULL;
     oly_status s = oly_program_transpose(p, n_res, &o);
-    return s == OLY_OK ? program_wrap(o) : ext_raise(s);
+    return s == OLY_OK ? ext_program_wrap(o, NULL) : ext_raise(s);
 }
 
 static PyObject *py_dce_program(PyObject *Py_UNUSED(m), PyObject *po)
 {
-    oly_program *p = program_get(po);
+    oly_program *p = ext_program_get(po);
     if (!p) return NULL;
     oly_program *o = NULL;
     oly_status s = oly_program_dce(p, &o);
-    return s == OLY_OK ? program_wrap(o) : ext_raise(s);
+    return s == OLY_OK ? ext_program_wrap(o, NULL) : ext_raise(s);
 }
 
 /* ---------------------------------------------------------------- calling programs */
@@ -548,7 +370,7 @@ static PyObject *py_call_program(PyObject *Py_UNUSED(m), PyObject *args)
 {
     PyObject *po, *vals;
     if (!PyArg_ParseTuple(args, "OO:call_program", &po, &vals)) return NULL;
-    oly_program *p = program_get(po);
+    oly_program *p = ext_program_get(po);
     if (!p) return NULL;
     PyObject *seq = PySequence_Fast(vals, "call_program: args must be a sequence");
     if (!seq) return NULL;
@@ -562,7 +384,7 @@ static PyObject *py_program_with_inputs(PyObject *Py_UNUSED(m), PyObject *args)
 {
     PyObject *po, *avals, *mapping;
     if (!PyArg_ParseTuple(args, "OOO:program_with_inputs", &po, &avals, &mapping)) return NULL;
-    oly_program *p = program_get(po);
+    oly_program *p = ext_program_get(po);
     if (!p) return NULL;
     oly_aval *av = NULL;
     Py_ssize_t n = 0;
@@ -606,7 +428,7 @@ static PyObject *py_program_with_inputs(PyObject *Py_UNUSED(m), PyObject *args)
         ext_raise(s);
         goto done;
     }
-    res = program_wrap(np_);
+    res = ext_program_wrap(np_, NULL);
 done:
     oly_builder_free(b);
     PyMem_Free(av);
@@ -619,11 +441,11 @@ done:
 
 /* ---------------------------------------------------------------- binding with programs */
 
-/* The programs of a sequence of Programs: *out (PyMem) borrows them from
+/* The programs of a sequence of Jaxprs: *out (PyMem) borrows them from
  * *keep (a new reference the caller drops after use). */
 static int collect_subs(PyObject *subs, oly_program ***out, Py_ssize_t *n, PyObject **keep)
 {
-    PyObject *seq = PySequence_Fast(subs, "subs must be a sequence of Programs");
+    PyObject *seq = PySequence_Fast(subs, "subs must be a sequence of Jaxprs");
     if (!seq) return -1;
     *n = PySequence_Fast_GET_SIZE(seq);
     *out = PyMem_Calloc((size_t)*n + 1, sizeof **out);
@@ -633,7 +455,7 @@ static int collect_subs(PyObject *subs, oly_program ***out, Py_ssize_t *n, PyObj
         return -1;
     }
     for (Py_ssize_t i = 0; i < *n; i++) {
-        oly_program *p = program_get(PySequence_Fast_GET_ITEM(seq, i));
+        oly_program *p = ext_program_get(PySequence_Fast_GET_ITEM(seq, i));
         if (!p) {
             PyMem_Free(*out);
             *out = NULL;
@@ -707,7 +529,7 @@ static void rule_release(void *user)
     PyGILState_Release(g);
 }
 
-/* Calls rule(avals, nz) -> Program. A Python exception becomes the error
+/* Calls rule(avals, nz) -> Jaxpr. A Python exception becomes the error
  * payload, marked to be re-raised unchanged by the transform's caller
  * (ext_payload_free_reraise), and a failure status. */
 static oly_status rule_trace(void *user, int n_in, const oly_aval *in_avals, const bool *nz,
@@ -718,7 +540,7 @@ static oly_status rule_trace(void *user, int n_in, const oly_aval *in_avals, con
     PyObject *avals = PyList_New(n_in), *nzl = NULL, *r = NULL;
     if (!avals) goto fail;
     for (int i = 0; i < n_in; i++) {
-        PyObject *t = ext_aval_tuple(&in_avals[i]);
+        PyObject *t = ext_aval_new(&in_avals[i]);
         if (!t) goto fail;
         PyList_SET_ITEM(avals, i, t);
     }
@@ -726,7 +548,7 @@ static oly_status rule_trace(void *user, int n_in, const oly_aval *in_avals, con
     if (!nzl) goto fail;
     r = PyObject_CallFunctionObjArgs((PyObject *)user, avals, nzl, NULL);
     if (!r) goto fail;
-    oly_program *p = program_get(r);
+    oly_program *p = ext_program_get(r);
     if (!p) goto fail;
     *out = oly_program_retain(p);
     goto done;
@@ -769,7 +591,7 @@ static PyObject *py_custom_jvp_call(PyObject *Py_UNUSED(m), PyObject *args)
     const char *name;
     PyObject *po, *rule, *vals;
     if (!PyArg_ParseTuple(args, "sOOO:custom_jvp_call", &name, &po, &rule, &vals)) return NULL;
-    oly_program *p = program_get(po);
+    oly_program *p = ext_program_get(po);
     if (!p) return NULL;
     const oly_prim *prim = oly_prim_lookup("custom_jvp_call");
     if (!prim) {
@@ -792,7 +614,7 @@ static PyObject *py_custom_vjp_call(PyObject *Py_UNUSED(m), PyObject *args)
     PyObject *po, *fwd, *bwd, *vals;
     if (!PyArg_ParseTuple(args, "sOOOO:custom_vjp_call", &name, &po, &fwd, &bwd, &vals))
         return NULL;
-    oly_program *p = program_get(po);
+    oly_program *p = ext_program_get(po);
     if (!p) return NULL;
     const oly_prim *prim = oly_prim_lookup("custom_vjp_call");
     if (!prim) {
@@ -818,35 +640,28 @@ static PyObject *py_custom_vjp_call(PyObject *Py_UNUSED(m), PyObject *args)
 
 PyMethodDef ext_transform_methods[] = {
     {"trace", py_trace, METH_VARARGS,
-     "trace(fun, avals) -> (Program, captured): fun(*tracers) returns a sequence of leaves; "
+     "trace(fun, avals) -> (Jaxpr, captured): fun(*tracers) returns a sequence of leaves; "
      "captured lists the outer values lifted into extra trailing inputs"},
     {"vmap_program", py_vmap_program, METH_VARARGS,
-     "vmap_program(prog, in_axes, axis_size, out_axes) -> Program (-1: not batched)"},
+     "vmap_program(prog, in_axes, axis_size, out_axes) -> Jaxpr (-1: not batched)"},
     {"jvp_program", py_jvp_program, METH_VARARGS,
-     "jvp_program(prog, nz_in) -> (Program, nz_out)"},
+     "jvp_program(prog, nz_in) -> (Jaxpr, nz_out)"},
     {"linearize_program", py_linearize_program, METH_VARARGS,
      "linearize_program(prog, nz_in) -> (primal, linear, n_res, nz_out)"},
     {"transpose_program", py_transpose_program, METH_VARARGS,
-     "transpose_program(linear, n_res) -> Program"},
-    {"dce_program", py_dce_program, METH_O, "dce_program(prog) -> Program"},
+     "transpose_program(linear, n_res) -> Jaxpr"},
+    {"dce_program", py_dce_program, METH_O, "dce_program(prog) -> Jaxpr"},
     {"call_program", py_call_program, METH_VARARGS,
      "call_program(prog, args) -> tuple: inline into the open trace, else run now"},
     {"program_with_inputs", py_program_with_inputs, METH_VARARGS,
-     "program_with_inputs(prog, avals, mapping) -> Program taking inputs of avals; old input i "
+     "program_with_inputs(prog, avals, mapping) -> Jaxpr taking inputs of avals; old input i "
      "is new input mapping[i]"},
     {"bind_subs", py_bind_subs, METH_VARARGS,
      "bind_subs(name, args, params, subs) -> tuple: bind a primitive holding programs"},
     {"custom_jvp_call", py_custom_jvp_call, METH_VARARGS,
-     "custom_jvp_call(name, prog, jvp_rule, args) -> tuple; jvp_rule(avals, nz) -> Program"},
+     "custom_jvp_call(name, prog, jvp_rule, args) -> tuple; jvp_rule(avals, nz) -> Jaxpr"},
     {"custom_vjp_call", py_custom_vjp_call, METH_VARARGS,
      "custom_vjp_call(name, prog, fwd_rule, bwd_rule, args) -> tuple"},
     {NULL, NULL, 0, NULL},
 };
 
-int ext_transform_init(PyObject *module)
-{
-    Program_Type = (PyTypeObject *)PyType_FromSpec(&Program_spec);
-    if (!Program_Type) return -1;
-    if (PyModule_AddObjectRef(module, "Program", (PyObject *)Program_Type) < 0) return -1;
-    return 0;
-}

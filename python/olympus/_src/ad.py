@@ -226,12 +226,12 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
         dummy = tree_unflatten(out_tree, [0] * n_out)
         oaxes = _prefix_leaves(out_axes, dummy, "vmap out_axes", _is_axis)
         oax = []
-        for ax, (shape, _, _) in zip(oaxes, prog.out_avals):
+        for ax, aval in zip(oaxes, prog.out_avals):
             if ax is None:
                 oax.append(-1)
                 continue
             ax = operator.index(ax)
-            nd = len(shape) + 1
+            nd = len(aval.shape) + 1
             if not -nd <= ax < nd:
                 raise ValueError(f"vmap out_axes {ax} is out of bounds for an output of rank {nd}")
             oax.append(ax % nd)
@@ -457,12 +457,12 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
             _check_input_dtype(d, "grad", allow_int)
         lin = _Linearized(_partial_args(fun, args, nums, kwargs), dyn, has_aux)
         out_leaves = lin.outs[:lin.n_main]
-        if len(out_leaves) != 1 or tuple(lin.out_avals[0][0]) != ():
-            shape = tuple(lin.out_avals[0][0]) if out_leaves else None
+        if len(out_leaves) != 1 or lin.out_avals[0].shape != ():
+            shape = lin.out_avals[0].shape if out_leaves else None
             raise TypeError("Gradient only defined for scalar-output functions. Output "
                             + (f"had shape: {shape}." if len(out_leaves) == 1 else
                                f"was: {lin.primal_out()!r}."))
-        odt = np.dtype(lin.out_avals[0][1])
+        odt = lin.out_avals[0].dtype
         if not _dt.is_inexact(odt):
             raise TypeError("grad requires real-valued outputs (output dtype that is a sub-dtype "
                             f"of np.floating), but got {odt.name}. For holomorphic "
@@ -988,7 +988,7 @@ def eval_shape(fun, *args, **kwargs):
     leaves, in_tree = tree_flatten((args, kwargs))
     store = []
     prog, _ = _trace(_flat_fun(fun, in_tree, store), [leaf_aval(x) for x in leaves])
-    outs = [ShapeDtypeStruct(s, d, weak_type=w) for s, d, w in prog.out_avals]
+    outs = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in prog.out_avals]
     return tree_unflatten(store[-1], outs)
 
 

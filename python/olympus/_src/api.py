@@ -94,7 +94,7 @@ def make_jaxpr(fun, static_argnums=(), *, return_shape=False):
         if not return_shape:
             return jaxpr
         from olympus import tree_util
-        outs = [ShapeDtypeStruct(*_parse_aval(a)) for a in jaxpr.out_avals]
+        outs = [ShapeDtypeStruct(a.shape, a.dtype) for a in jaxpr.out_avals]
         return jaxpr, tree_util.tree_unflatten(jaxpr.out_tree, outs)
     return traced
 
@@ -132,24 +132,6 @@ def _make_abstract(make, nums, args, kwargs):
                         np.dtype(leaves[i].dtype), bool(getattr(leaves[i], "weak_type", False)))
                        for i in where])
     return box[0]
-
-
-_SHORT_DTYPES = {"bool": "bool", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
-                 "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64",
-                 "f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
-                 "c64": "complex64", "c128": "complex128"}
-
-
-def _parse_aval(text):
-    """(shape, dtype) of a printed aval such as "f32[5,3]"."""
-    name, dims = text[:-1].split("[")
-    long = _SHORT_DTYPES[name]
-    if long == "bfloat16":
-        from olympus._src import dtypes
-        dt = np.dtype(dtypes.bfloat16)
-    else:
-        dt = np.dtype(long)
-    return tuple(int(d) for d in dims.split(",") if d), dt
 
 
 class ShapeDtypeStruct:
