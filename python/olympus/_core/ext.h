@@ -4,7 +4,7 @@
  *
  * Files:
  *   module.c     module init, module state, the one error mapping, x64, misc functions
- *   array.c      Array type, NumPy interop, asarray, dtype conversions, aval -> Python
+ *   array.c      Array type, NumPy interop, asarray, dtype conversions
  *   tracer.c     the trace stack, the Tracer type, bind, inlining programs
  *   operators.c  NumPy promotion and broadcasting, the operators of Array and Tracer
  *   params.c     params structs from Python dicts (by field table)
