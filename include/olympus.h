@@ -176,6 +176,9 @@ OLY_API oly_status oly_array_wait(oly_array *a);
 /* OLYMPUS_NUM_CPU_DEVICES (default 1) CPU devices, numbered from 0. */
 OLY_API int oly_device_count(void);
 OLY_API const char *oly_device_kind(int device); /* "cpu" */
+/* Sets the device count before the devices are first used (else INVALID,
+ * unless n is the count already in use). */
+OLY_API oly_status oly_set_device_count(int n);
 
 /* ---------------------------------------------------------------- host functions */
 
@@ -194,6 +197,10 @@ typedef struct oly_callback_frame {
     const oly_aval *result_avals;
     int device;
     const char *kind;   /* primitive name: "pure_callback", "io_callback", ... */
+    /* outside_call only (host_callback): the transformations applied to the
+     * tapped value, innermost first, ';'-separated: "batch(0,None)",
+     * "transpose". NULL or "" when none. */
+    const char *transforms;
 } oly_callback_frame;
 
 /* Returns OLY_OK, or fails with a message (oly__error style through
@@ -216,6 +223,29 @@ OLY_API oly_status oly_host_fail(oly_status status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+
+/* ---------------------------------------------------------------- outfeed
+ * Taps hand values to the host without waiting for the host function: one
+ * bounded queue and one receiver thread per device (src/core/outfeed.c). */
+
+/* Queues fn(arrays) on device's receiver; the arrays are retained, not
+ * copied. Waits while the device's queue is over capacity (never drops). */
+OLY_API oly_status oly_outfeed_send(int device, oly_host_fn *fn, const char *transforms,
+                                    oly_array *const *arrays, int n);
+/* Waits until everything sent before it, to every device, was consumed; then
+ * reports (once) the last host-function failure since the previous barrier:
+ * OLY_ERR_CALLBACK with its message and payload. */
+OLY_API oly_status oly_outfeed_barrier(void);
+/* Drains every queue and stops the receivers; the next send starts them again. */
+OLY_API void oly_outfeed_stop(void);
+/* Bytes a device's queue may hold (default 256e6; at least 1). */
+OLY_API oly_status oly_outfeed_set_capacity(size_t bytes);
+OLY_API size_t oly_outfeed_capacity(void);
+/* The most bytes device's queue ever held (records and their arrays). */
+OLY_API size_t oly_outfeed_peak_bytes(int device);
+/* Called around every wait of a sender or barrier (enter's result is handed
+ * to leave): an embedder releases its interpreter lock there. */
+OLY_API void oly_set_blocking_hooks(void *(*enter)(void), void (*leave)(void *));
 
 /* ---------------------------------------------------------------- effects */
 
@@ -326,6 +356,21 @@ typedef struct oly_params_callback {
     int vmap_method;  /* oly_vmap_method; pure_callback only */
     bool ordered;     /* io_callback, debug_callback */
 } oly_params_callback;
+
+/* outside_call (host_callback's id_tap and call). identity (id_tap): the
+ * outputs are the inputs, and the host function gets them on the device's
+ * outfeed receiver while the program goes on. Otherwise (call): the host
+ * function runs on the executing thread and the outputs have result_avals.
+ * transforms: what was applied to the tapped values (see oly_callback_frame);
+ * device_index: the device the user named (informational on CPU). */
+typedef struct oly_params_outside_call {
+    oly_host_fn *callback;
+    const oly_aval *result_avals;
+    int n_results;
+    bool identity;
+    int64_t device_index;
+    const char *transforms;
+} oly_params_outside_call;
 
 /* ---------------------------------------------------------------- custom rules (thunks)
  * A custom differentiation rule is a thunk: a refcounted object that traces

@@ -36,3 +36,16 @@ const char *oly_device_kind(int device)
 {
     return device >= 0 && device < oly_device_count() ? "cpu" : NULL;
 }
+
+oly_status oly_set_device_count(int n)
+{
+    if (n < 1 || n > MAX_CPU_DEVICES)
+        return oly__error(OLY_ERR_INVALID, "the number of CPU devices must be in [1, %d], got %d",
+                          MAX_CPU_DEVICES, n);
+    int expected = 0;
+    if (atomic_compare_exchange_strong(&n_devices, &expected, n) || expected == n) return OLY_OK;
+    return oly__error(OLY_ERR_INVALID,
+                      "the number of CPU devices can only be set before the devices are first "
+                      "used; %d devices are in use, %d asked",
+                      expected, n);
+}

@@ -8,10 +8,9 @@
 
 /* The frame is built from the step's context; kind is the primitive's name (a
  * constant per kernel) and the device from the context. */
-static inline oly_status callback_call(const oly_kernel_ctx *ctx, const char *kind)
+static inline oly_status callback_call(const oly_kernel_ctx *ctx, const char *kind,
+                                       oly_host_fn *fn, const char *transforms)
 {
-    const oly_params_callback *pc = ctx->params;
-    oly_host_fn *fn = pc->callback;
     oly_callback_frame frame = {
         .n_args = ctx->n_in,
         .args = ctx->in,
@@ -22,6 +21,7 @@ static inline oly_status callback_call(const oly_kernel_ctx *ctx, const char *ki
         .result_avals = ctx->out_aval,
         .device = ctx->device,
         .kind = kind,
+        .transforms = transforms,
     };
     oly_status st = fn->call(fn->c.user, &frame);
     if (st == OLY_OK) return OLY_OK;
@@ -34,16 +34,30 @@ static inline oly_status callback_call(const oly_kernel_ctx *ctx, const char *ki
     return out;
 }
 
+#define CALLBACK(ctx) (((const oly_params_callback *)(ctx)->params)->callback)
+
 static oly_status pure_kernel(const oly_kernel_ctx *ctx)
 {
-    return callback_call(ctx, "pure_callback");
+    return callback_call(ctx, "pure_callback", CALLBACK(ctx), NULL);
 }
 
-static oly_status io_kernel(const oly_kernel_ctx *ctx) { return callback_call(ctx, "io_callback"); }
+static oly_status io_kernel(const oly_kernel_ctx *ctx) { return callback_call(ctx, "io_callback", CALLBACK(ctx), NULL); }
 
 static oly_status debug_kernel(const oly_kernel_ctx *ctx)
 {
-    return callback_call(ctx, "debug_callback");
+    return callback_call(ctx, "debug_callback", CALLBACK(ctx), NULL);
+}
+
+/* id_tap: the arrays go to the device's outfeed (retained, not copied) and the
+ * outputs are the inputs; call: the host function runs here, like io_callback. */
+static oly_status outside_call_kernel(const oly_kernel_ctx *ctx)
+{
+    const oly_params_outside_call *pc = ctx->params;
+    if (!pc->identity) return callback_call(ctx, "outside_call", pc->callback, pc->transforms);
+    OLY_TRY(oly_outfeed_send(ctx->device, pc->callback, pc->transforms, ctx->in_array, ctx->n_in));
+    for (int i = 0; i < ctx->n_in; i++)
+        if (ctx->out[i] != ctx->in[i]) memcpy(ctx->out[i], ctx->in[i], oly_aval_nbytes(&ctx->in_aval[i]));
+    return OLY_OK;
 }
 
 /* wants_arrays: the host function may keep its arguments, so the executor
@@ -51,3 +65,4 @@ static oly_status debug_kernel(const oly_kernel_ctx *ctx)
 const oly_cpu_kernel oly__cpu_pure_callback = {.fn = pure_kernel, .wants_arrays = true};
 const oly_cpu_kernel oly__cpu_io_callback = {.fn = io_kernel, .wants_arrays = true};
 const oly_cpu_kernel oly__cpu_debug_callback = {.fn = debug_kernel, .wants_arrays = true};
+const oly_cpu_kernel oly__cpu_outside_call = {.fn = outside_call_kernel, .wants_arrays = true};

@@ -81,9 +81,11 @@ static oly_status remat_pe(oly_pe_ctx *ctx, const oly_eqn *eqn, const oly_atom *
                            const oly_atom *unknown_in, const bool *unknown, oly_atom *known_out,
                            oly_atom *unknown_out, bool *out_unknown)
 {
-    /* Only debug effects may be recomputed (as in the reference): an io
-     * callback would run again in the backward pass. */
-    uint32_t not_remat = eqn->effects & ~(uint32_t)(OLY_EFFECT_DEBUG | OLY_EFFECT_ORDERED_DEBUG);
+    /* Only debug effects and host_callback taps may be recomputed (as in the
+     * reference: a tap under checkpoint runs again in the backward pass); an
+     * io callback would run again too. */
+    uint32_t not_remat = eqn->effects & ~(uint32_t)(OLY_EFFECT_DEBUG | OLY_EFFECT_ORDERED_DEBUG |
+                                                    OLY_EFFECT_OUTFEED);
     if (not_remat)
         return oly__error(OLY_ERR_UNSUPPORTED,
                           "Effects not supported in partial-eval of `checkpoint`/`remat` "

@@ -46,7 +46,8 @@ typedef struct pyfn {
      * constant per kernel) and whether it is debug_callback, so the kind costs
      * a pointer comparison per call. */
     const char *kind_seen;
-    int kind_debug;
+    int kind_debug;    /* debug_callback: the result is ignored */
+    int kind_outside;  /* outside_call: fn(*leaves, device=, transforms=) */
     /* Guarded by the GIL: for the first N_SPARE argument positions, the view
      * of the last call when nobody kept it (refcount 1, base None, layout and
      * flags as made, no weak reference or buffer info): the next call
@@ -401,6 +402,29 @@ static __attribute__((noinline)) PyObject *call_tree(pyfn *u, PyObject **argv, i
     return res;
 }
 
+/* outside_call: fn(*leaves, device=<int>, transforms=<str>). */
+static __attribute__((noinline)) PyObject *call_outside(pyfn *u, oly_callback_frame *fr,
+                                                        PyObject **argv, int n)
+{
+    static PyObject *kwnames;
+    if (!kwnames && !(kwnames = Py_BuildValue("(ss)", "device", "transforms"))) return NULL;
+    PyObject **all = PyMem_Malloc(((size_t)n + 2) * sizeof *all);
+    PyObject *dev = PyLong_FromLong(fr->device);
+    PyObject *tr = PyUnicode_FromString(fr->transforms ? fr->transforms : "");
+    PyObject *res = NULL;
+    if (!all) PyErr_NoMemory();
+    if (all && dev && tr) {
+        for (int i = 0; i < n; i++) all[i] = argv[i];
+        all[n] = dev;
+        all[n + 1] = tr;
+        res = PyObject_Vectorcall(u->fn, all, (size_t)n, kwnames);
+    }
+    PyMem_Free(all);
+    Py_XDECREF(dev);
+    Py_XDECREF(tr);
+    return res;
+}
+
 /* Calls the function and stores its results. 0, or -1 with a Python exception. */
 static inline __attribute__((always_inline)) int call_python(pyfn *u, oly_callback_frame *fr, int is_debug)
 {
@@ -417,7 +441,10 @@ static inline __attribute__((always_inline)) int call_python(pyfn *u, oly_callba
     oly_array *const *arrays = fr->arg_arrays;
     for (; made < n; made++)
         if (!(argv[made] = arg_view(u, fr, arrays ? arrays[made] : NULL, made))) goto done;
-    res = !u->in_tree ? PyObject_Vectorcall(u->fn, argv, (size_t)n, NULL) : call_tree(u, argv, n);
+    if (__builtin_expect(u->kind_outside, 0))
+        res = call_outside(u, fr, argv, n);
+    else
+        res = !u->in_tree ? PyObject_Vectorcall(u->fn, argv, (size_t)n, NULL) : call_tree(u, argv, n);
     if (!res) goto done;
     /* debug_callback has no results and ignores what the function returns. */
     rc = is_debug ? 0 : store_results(res, fr);
@@ -437,14 +464,17 @@ static void log_failure(const char *kind, PyObject *exc)
 {
     if (!PyObject_TypeCheck(exc, (PyTypeObject *)PyExc_Exception)) return;
     bool debug = strcmp(kind, "debug_callback") == 0;
+    bool outside = strcmp(kind, "outside_call") == 0;
     const char *msg = debug                                  ? "olympus.debug.callback failed"
                       : strcmp(kind, "io_callback") == 0     ? "olympus.io_callback failed"
                       : strcmp(kind, "pure_callback") == 0   ? "olympus.pure_callback failed"
-                                                             : "olympus callback failed";
+                      : outside ? "olympus.experimental.host_callback function failed"
+                                : "olympus callback failed";
     PyObject *logging = PyImport_ImportModule("logging");
     PyObject *logger = logging ? PyObject_CallMethod(logging, "getLogger", "s",
-                                                     debug ? "olympus._src.debugging"
-                                                           : "olympus._src.callback")
+                                                     debug     ? "olympus._src.debugging"
+                                                     : outside ? "olympus.experimental.host_callback"
+                                                               : "olympus._src.callback")
                                : NULL;
     PyObject *error = logger ? PyObject_GetAttrString(logger, "error") : NULL;
     PyObject *args = error ? Py_BuildValue("(s)", msg) : NULL;
@@ -505,10 +535,12 @@ static oly_status trampoline(void *user, oly_callback_frame *fr)
     /* The kind is a primitive's name, a constant per kernel: decided once per
      * host function and kind (u's cache is guarded by the GIL). */
     if (kind != u->kind_seen) {
+        u->kind_outside = strcmp(kind, "outside_call") == 0;
         u->kind_debug = strcmp(kind, "debug_callback") == 0;
         u->kind_seen = kind;
     }
-    int is_debug = u->kind_debug;
+    /* A tap (no results) ignores what the function returns, like debug_callback. */
+    int is_debug = u->kind_debug || (u->kind_outside && fr->n_results == 0);
     /* Keep whatever the caller had pending (a pending error has a type). */
     PyObject *st = NULL, *sv = NULL, *stb = NULL;
     if (__builtin_expect(PyErr_Occurred() != NULL, 0)) PyErr_Fetch(&st, &sv, &stb);
@@ -572,6 +604,7 @@ static oly_host_fn *host_fn_for(PyObject *fn, PyObject *in_tree, const oly_prim 
     u->name = nm;
     u->kind_seen = NULL;
     u->kind_debug = 0;
+    u->kind_outside = 0;
     for (int i = 0; i < N_SPARE; i++) u->spare[i] = NULL;
     oly_host_fn *hf;
     oly_status s = oly_host_fn_new(name, trampoline, u, pyfn_release, &hf);
@@ -704,18 +737,21 @@ static PyObject *callable_name(PyObject *fn, PyObject *name)
 static PyObject *py_callback(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"kind", "fn", "result_avals", "args", "ordered", "vmap_method",
-                             "name", "in_tree", NULL};
+                             "name", "in_tree", "identity", "device_index", NULL};
     const char *kind;
     PyObject *fn, *ravals, *cargs, *vm = Py_None, *name = Py_None, *in_tree = Py_None;
-    int ordered = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "sOOO|pOOO:callback", kwlist, &kind, &fn, &ravals,
-                                     &cargs, &ordered, &vm, &name, &in_tree))
+    int ordered = 0, identity = 0;
+    long long device_index = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sOOO|pOOOpL:callback", kwlist, &kind, &fn,
+                                     &ravals, &cargs, &ordered, &vm, &name, &in_tree, &identity,
+                                     &device_index))
         return NULL;
+    bool outside = strcmp(kind, "outside_call") == 0;
     if (strcmp(kind, "pure_callback") != 0 && strcmp(kind, "io_callback") != 0 &&
-        strcmp(kind, "debug_callback") != 0) {
+        strcmp(kind, "debug_callback") != 0 && !outside) {
         PyErr_Format(PyExc_ValueError,
-                     "callback: kind must be 'pure_callback', 'io_callback' or "
-                     "'debug_callback', got '%s'",
+                     "callback: kind must be 'pure_callback', 'io_callback', "
+                     "'debug_callback' or 'outside_call', got '%s'",
                      kind);
         return NULL;
     }
@@ -731,6 +767,9 @@ static PyObject *py_callback(PyObject *Py_UNUSED(m), PyObject *args, PyObject *k
     }
     if (in_tree == Py_None) {
         in_tree = NULL;
+    } else if (outside) {
+        PyErr_SetString(PyExc_ValueError, "callback: outside_call takes no in_tree");
+        return NULL;
     } else if (!PyObject_TypeCheck(in_tree, ext_st->PyTreeDef_Type)) {
         PyErr_Format(PyExc_TypeError, "callback: in_tree must be a PyTreeDef or None, got %.200s",
                      Py_TYPE(in_tree)->tp_name);
@@ -771,8 +810,16 @@ static PyObject *py_callback(PyObject *Py_UNUSED(m), PyObject *args, PyObject *k
         .vmap_method = vmap_method,
         .ordered = ordered != 0,
     };
-    PyObject *tuple = ext_bind(prim, &params, PySequence_Fast_ITEMS(seq),
-                               PySequence_Fast_GET_SIZE(seq), NULL, 0);
+    oly_params_outside_call oparams = {
+        .callback = hf,
+        .result_avals = n_res ? avals : NULL,
+        .n_results = identity ? 0 : n_res,
+        .identity = identity != 0,
+        .device_index = device_index,
+        .transforms = "",
+    };
+    PyObject *tuple = ext_bind(prim, outside ? (const void *)&oparams : (const void *)&params,
+                               PySequence_Fast_ITEMS(seq), PySequence_Fast_GET_SIZE(seq), NULL, 0);
     if (!tuple) goto done;
     result = PySequence_List(tuple);
     Py_DECREF(tuple);
@@ -784,19 +831,84 @@ done:
     return result;
 }
 
+/* ---------------------------------------------------------------- the outfeed */
+
+static PyObject *py_outfeed_barrier(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
+{
+    oly_status s = oly_outfeed_barrier(); /* the blocking hooks release the GIL */
+    if (s != OLY_OK) return ext_raise(s);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_outfeed_stop(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
+{
+    oly_outfeed_stop();
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_outfeed_set_capacity(PyObject *Py_UNUSED(m), PyObject *arg)
+{
+    long long n = PyLong_AsLongLong(arg);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    if (n < 1) {
+        PyErr_Format(PyExc_ValueError,
+                     "the outfeed queue size must be a positive number of bytes, got %lld", n);
+        return NULL;
+    }
+    oly_status s = oly_outfeed_set_capacity((size_t)n);
+    if (s != OLY_OK) return ext_raise(s);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_outfeed_capacity(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
+{
+    return PyLong_FromSize_t(oly_outfeed_capacity());
+}
+
+static PyObject *py_outfeed_peak_bytes(PyObject *Py_UNUSED(m), PyObject *arg)
+{
+    long d = PyLong_AsLong(arg);
+    if (d == -1 && PyErr_Occurred()) return NULL;
+    return PyLong_FromSize_t(oly_outfeed_peak_bytes((int)d));
+}
+
+/* Senders and barriers that wait release the GIL the receivers need. */
+static void *blocking_enter(void)
+{
+    if (!Py_IsInitialized() || !PyGILState_Check()) return NULL;
+    return PyEval_SaveThread();
+}
+
+static void blocking_leave(void *token)
+{
+    if (token) PyEval_RestoreThread(token);
+}
+
 PyMethodDef ext_callback_methods[] = {
+    {"outfeed_barrier", py_outfeed_barrier, METH_NOARGS,
+     "Wait until every tap sent so far was consumed; raise the last tap failure since the\n"
+     "previous barrier (CallbackError from the tap's exception)."},
+    {"outfeed_stop", py_outfeed_stop, METH_NOARGS, "Drain the outfeed and stop its receivers."},
+    {"outfeed_set_capacity", py_outfeed_set_capacity, METH_O,
+     "Bytes each device's outfeed queue may hold."},
+    {"outfeed_capacity", py_outfeed_capacity, METH_NOARGS, "Bytes each outfeed queue may hold."},
+    {"outfeed_peak_bytes", py_outfeed_peak_bytes, METH_O,
+     "The most bytes a device's outfeed queue ever held."},
     {"callback", (PyCFunction)(void (*)(void))py_callback, METH_VARARGS | METH_KEYWORDS,
      "callback(kind, fn, result_avals, args, ordered=False, vmap_method=None, name=None,\n"
-     "         in_tree=None) -> list\n"
+     "         in_tree=None, identity=False, device_index=0) -> list\n"
      "Bind a host callback primitive ('pure_callback', 'io_callback', 'debug_callback') that\n"
      "calls fn(*numpy_arrays), or fn(*a, **k) with (a, k) = in_tree.unflatten(numpy_arrays)\n"
-     "when in_tree is given; result_avals is a list of (shape, dtype)."},
+     "when in_tree is given; result_avals is a list of (shape, dtype). 'outside_call'\n"
+     "(host_callback) calls fn(*numpy_arrays, device=<int>, transforms=<str>); with identity\n"
+     "it is a tap whose outputs are args, run on the device's outfeed receiver."},
     {NULL, NULL, 0, NULL},
 };
 
 int ext_callback_init(PyObject *module)
 {
     if (np_ascontiguousarray) return 0;
+    oly_set_blocking_hooks(blocking_enter, blocking_leave);
     PyObject *np = PyImport_ImportModule("numpy");
     if (!np) return -1;
     np_ascontiguousarray = PyObject_GetAttrString(np, "ascontiguousarray");

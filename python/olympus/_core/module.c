@@ -99,6 +99,19 @@ static PyObject *py_effects_barrier(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(
     Py_RETURN_NONE;
 }
 
+static PyObject *py_set_device_count(PyObject *Py_UNUSED(m), PyObject *arg)
+{
+    long n = PyLong_AsLong(arg);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    if (n < 1 || n > 1024) {
+        PyErr_Format(PyExc_ValueError, "olympus_num_cpu_devices must be in [1, 1024], got %ld", n);
+        return NULL;
+    }
+    oly_status s = oly_set_device_count((int)n);
+    if (s != OLY_OK) return ext_raise(s);
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_device_count(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
 {
     return PyLong_FromLong(oly_device_count());
@@ -141,6 +154,8 @@ static PyMethodDef module_methods[] = {
     {"effects_barrier", py_effects_barrier, METH_NOARGS,
      "effects_barrier(): wait until every effect issued so far has run"},
     {"device_count", py_device_count, METH_NOARGS, "device_count() -> number of CPU devices"},
+    {"set_device_count", py_set_device_count, METH_O,
+     "set_device_count(n): the number of CPU devices, before they are first used"},
     {"is_tracer", py_is_tracer, METH_O, "is_tracer(x) -> True if x is a Tracer"},
     {NULL, NULL, 0, NULL},
 };

@@ -1,5 +1,22 @@
 """olympus.config: the process-wide switches."""
+import os
+
 from olympus import _core
+
+
+def _env_bool(name, default):
+    v = os.environ.get(name)
+    if v is None or v == "":
+        return default
+    return v.strip().lower() in ("1", "true", "yes", "on")
+
+
+def _env_int(name, default):
+    v = os.environ.get(name)
+    try:
+        return int(float(v)) if v else default
+    except ValueError:
+        raise ValueError(f"{name} must be a number of bytes, got {v!r}") from None
 
 
 class Config:
@@ -10,24 +27,54 @@ class Config:
     float32/int32.
     olympus_jit_cache_size: the most traces each jitted function keeps (default
     4096; 0 keeps none); past it the least recently used go first.
+    olympus_num_cpu_devices: the number of CPU devices (OLYMPUS_NUM_CPU_DEVICES,
+    default 1); settable only before the devices are first used.
+    olympus_host_callback_inline, olympus_host_callback_max_queue_byte_size,
+    olympus_host_callback_outfeed, olympus_host_callback_legacy: see
+    olympus.experimental.host_callback (each with its OLYMPUS_HOST_CALLBACK_*
+    environment variable).
     """
 
-    _names = ("olympus_enable_x64", "olympus_jit_cache_size")
+    _names = ("olympus_enable_x64", "olympus_jit_cache_size", "olympus_num_cpu_devices",
+              "olympus_host_callback_inline", "olympus_host_callback_max_queue_byte_size",
+              "olympus_host_callback_outfeed", "olympus_host_callback_legacy")
+
+    def __init__(self):
+        flags = {
+            "olympus_host_callback_inline": _env_bool("OLYMPUS_HOST_CALLBACK_INLINE", False),
+            "olympus_host_callback_outfeed": _env_bool("OLYMPUS_HOST_CALLBACK_OUTFEED", False),
+            "olympus_host_callback_legacy": _env_bool("OLYMPUS_HOST_CALLBACK_LEGACY", True),
+        }
+        object.__setattr__(self, "_flags", flags)
+        size = _env_int("OLYMPUS_HOST_CALLBACK_MAX_QUEUE_BYTE_SIZE", int(256 * 1e6))
+        _core.outfeed_set_capacity(size)
 
     def update(self, name, value):
         if name == "olympus_enable_x64":
             _core.set_x64(bool(value))
-            return
-        if name == "olympus_jit_cache_size":
+        elif name == "olympus_jit_cache_size":
             _core.set_jit_cache_size(value)
-            return
-        raise AttributeError(f"Unrecognized config option: {name}")
+        elif name == "olympus_num_cpu_devices":
+            _core.set_device_count(value)
+        elif name == "olympus_host_callback_max_queue_byte_size":
+            _core.outfeed_set_capacity(int(value))
+        elif name in self._flags:
+            self._flags[name] = bool(value)
+        else:
+            raise AttributeError(f"Unrecognized config option: {name}")
 
     def __getattr__(self, name):
         if name == "olympus_enable_x64":
             return bool(_core.x64_enabled())
         if name == "olympus_jit_cache_size":
             return _core.jit_cache_size()
+        if name == "olympus_num_cpu_devices":
+            return int(_core.device_count())
+        if name == "olympus_host_callback_max_queue_byte_size":
+            return int(_core.outfeed_capacity())
+        flags = object.__getattribute__(self, "_flags")
+        if name in flags:
+            return flags[name]
         raise AttributeError(f"Unrecognized config option: {name}")
 
     def __setattr__(self, name, value):

@@ -1,0 +1,347 @@
+/* outfeed.c — the outfeed: how a running program hands values to the host
+ * without waiting for the host function (host_callback's taps).
+ *
+ * Threads and ownership. Each device has one queue and one receiver thread,
+ * started by the first send to that device. A sender (whatever thread runs the
+ * program) retains the tapped arrays — immutable, so no copy is made — and
+ * appends a record; the receiver pops records in the order they were sent and
+ * calls the record's host function with the arrays, then drops the record.
+ * Records own a reference to their host function and to every array.
+ *
+ * Bounded: a queue holds at most `capacity` bytes (the arrays' sizes plus a
+ * small per-record charge). A sender that would overflow it waits until the
+ * receiver frees room (backpressure); nothing is dropped. A record larger than
+ * the capacity is admitted when the queue is empty, so it cannot wait forever.
+ * The receiver itself never waits for room (a tap function that taps again
+ * would wait for itself). While waiting, a sender calls the blocking hooks,
+ * which the Python extension uses to release the GIL the receiver needs.
+ *
+ * Failures: a host function that fails does not stop the receiver; the last
+ * failure (message and payload) is kept, and the next oly_outfeed_barrier
+ * reports it once. oly_outfeed_barrier waits until every record sent before it,
+ * to any device and from any thread, has been consumed.
+ *
+ * Lock order: a queue's mutex, then `failure_mu`; never the other way. No lock
+ * is held while a host function runs or while a blocking hook runs. */
+#include "internal.h"
+
+#include <pthread.h>
+
+enum { RECORD_CHARGE = 64 }; /* bytes charged per record besides its arrays */
+
+typedef struct record {
+    struct record *next;
+    oly_host_fn *fn;
+    const char *transforms;
+    int n;
+    size_t bytes;
+    oly_array **arrays;
+    const void **data;
+    oly_aval *avals;
+} record;
+
+typedef struct outq {
+    pthread_mutex_t mu;
+    pthread_cond_t changed; /* a record was added, consumed, or stop was asked */
+    record *head, *tail;
+    size_t bytes, peak;
+    uint64_t sent, done;
+    bool started, stopping;
+    pthread_t thread;
+} outq;
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static outq *queues; /* oly_device_count() of them, made once */
+static int n_queues;
+static _Atomic size_t capacity = 256000000;
+static _Thread_local outq *receiving; /* the queue whose receiver this thread is */
+
+static pthread_mutex_t failure_mu = PTHREAD_MUTEX_INITIALIZER;
+static bool failed;
+static char failure_msg[1024];
+static void *failure_payload;
+static void (*failure_free)(void *);
+
+static void *(*_Atomic hook_enter)(void);
+static void (*_Atomic hook_leave)(void *);
+
+void oly_set_blocking_hooks(void *(*enter)(void), void (*leave)(void *))
+{
+    atomic_store(&hook_enter, enter);
+    atomic_store(&hook_leave, leave);
+}
+
+static void init_queues(void)
+{
+    int n = oly_device_count();
+    outq *q = oly__calloc((size_t)n, sizeof *q);
+    if (!q) return;
+    for (int i = 0; i < n; i++) {
+        pthread_mutex_init(&q[i].mu, NULL);
+        pthread_cond_init(&q[i].changed, NULL);
+    }
+    queues = q;
+    n_queues = n;
+}
+
+static oly_status get_queue(int device, outq **out)
+{
+    pthread_once(&once, init_queues);
+    if (!queues) return oly__error(OLY_ERR_NOMEM, "outfeed: out of memory making the device queues");
+    if (device < 0 || device >= n_queues)
+        return oly__error(OLY_ERR_INVALID, "outfeed: device %d out of range [0, %d)", device,
+                          n_queues);
+    *out = &queues[device];
+    return OLY_OK;
+}
+
+/* Waits on q->changed with q->mu held; the first wait of a caller leaves the
+ * blocking hook (releasing, say, the GIL) with q->mu dropped meanwhile. *token
+ * starts as NULL and *entered as false; call leave_blocking after unlocking. */
+static void wait_changed(outq *q, bool *entered, void **token)
+{
+    void *(*enter)(void) = atomic_load(&hook_enter);
+    if (!*entered && enter) {
+        *entered = true;
+        pthread_mutex_unlock(&q->mu);
+        *token = enter();
+        pthread_mutex_lock(&q->mu);
+        return; /* the caller re-checks its condition before waiting */
+    }
+    pthread_cond_wait(&q->changed, &q->mu);
+}
+
+static void leave_blocking(bool entered, void *token)
+{
+    void (*leave)(void *) = atomic_load(&hook_leave);
+    if (entered && leave) leave(token);
+}
+
+static void record_free(record *r)
+{
+    for (int i = 0; i < r->n; i++) oly_array_release(r->arrays[i]);
+    oly_host_fn_release(r->fn);
+    free(r);
+}
+
+/* Keeps the failure the calling thread's error state describes. */
+static void keep_failure(void)
+{
+    void (*free_fn)(void *) = NULL;
+    void *p = oly_error_take_payload(&free_fn);
+    void *old = NULL;
+    void (*old_free)(void *) = NULL;
+    pthread_mutex_lock(&failure_mu);
+    old = failure_payload;
+    old_free = failure_free;
+    failed = true;
+    snprintf(failure_msg, sizeof failure_msg, "%s", oly_last_error());
+    failure_payload = p;
+    failure_free = free_fn;
+    pthread_mutex_unlock(&failure_mu);
+    if (old && old_free) old_free(old);
+}
+
+static void consume(int device, record *r)
+{
+    oly_callback_frame frame = {
+        .n_args = r->n,
+        .args = r->data,
+        .arg_avals = r->avals,
+        .arg_arrays = r->arrays,
+        .device = device,
+        .kind = "outside_call",
+        .transforms = r->transforms,
+    };
+    oly__error_forget();
+    oly_status st = r->fn->call(r->fn->c.user, &frame);
+    if (st != OLY_OK) {
+        if (!*oly_last_error())
+            oly__error(st, "outside_call: tap function %s failed with %s", oly_host_fn_name(r->fn),
+                       oly_status_name(st));
+        keep_failure();
+    }
+}
+
+static void *receiver(void *arg)
+{
+    outq *q = arg;
+    int device = (int)(q - queues);
+    receiving = q;
+    pthread_mutex_lock(&q->mu);
+    for (;;) {
+        while (!q->head && !q->stopping) pthread_cond_wait(&q->changed, &q->mu);
+        record *r = q->head;
+        if (!r) break; /* stopping, and nothing left */
+        pthread_mutex_unlock(&q->mu);
+        consume(device, r);
+        pthread_mutex_lock(&q->mu);
+        q->head = r->next; /* r is still the head: only the receiver pops */
+        if (!q->head) q->tail = NULL;
+        q->bytes -= r->bytes;
+        q->done++;
+        pthread_cond_broadcast(&q->changed);
+        pthread_mutex_unlock(&q->mu);
+        record_free(r); /* may take the GIL: no lock held */
+        pthread_mutex_lock(&q->mu);
+    }
+    pthread_mutex_unlock(&q->mu);
+    return NULL;
+}
+
+static oly_status record_new(oly_host_fn *fn, const char *transforms, oly_array *const *arrays,
+                             int n, record **out)
+{
+    size_t tlen = transforms ? strlen(transforms) + 1 : 0;
+    size_t size = sizeof(record) + (size_t)n * (sizeof(oly_array *) + sizeof(void *) +
+                                                sizeof(oly_aval)) + tlen;
+    record *r = oly__calloc(1, size);
+    if (!r) return oly__error(OLY_ERR_NOMEM, "outfeed: out of memory for a record of %d arrays", n);
+    r->avals = (oly_aval *)(r + 1);
+    r->arrays = (oly_array **)(r->avals + n);
+    r->data = (const void **)(r->arrays + n);
+    r->n = n;
+    r->bytes = RECORD_CHARGE;
+    for (int i = 0; i < n; i++) {
+        r->arrays[i] = oly_array_retain(arrays[i]);
+        r->data[i] = oly_array_data(arrays[i]);
+        r->avals[i] = *oly_array_aval(arrays[i]);
+        r->bytes += oly_aval_nbytes(&r->avals[i]);
+    }
+    if (tlen) {
+        char *t = (char *)(r->data + n);
+        memcpy(t, transforms, tlen);
+        r->transforms = t;
+    }
+    r->fn = oly_host_fn_retain(fn);
+    *out = r;
+    return OLY_OK;
+}
+
+oly_status oly_outfeed_send(int device, oly_host_fn *fn, const char *transforms,
+                            oly_array *const *arrays, int n)
+{
+    if (!fn) return oly__error(OLY_ERR_INVALID, "oly_outfeed_send: host function is NULL");
+    if (n < 0 || (n > 0 && !arrays))
+        return oly__error(OLY_ERR_INVALID, "oly_outfeed_send: %d arrays at %p", n, (void *)arrays);
+    for (int i = 0; i < n; i++)
+        if (!arrays[i]) return oly__error(OLY_ERR_INVALID, "oly_outfeed_send: array %d is NULL", i);
+    outq *q;
+    OLY_TRY(get_queue(device, &q));
+    record *r = NULL;
+    OLY_TRY(record_new(fn, transforms, arrays, n, &r));
+    size_t cap = atomic_load(&capacity);
+    bool entered = false;
+    void *token = NULL;
+    oly_status st = OLY_OK;
+    pthread_mutex_lock(&q->mu);
+    if (!q->started) {
+        q->stopping = false;
+        if (pthread_create(&q->thread, NULL, receiver, q) != 0) {
+            st = oly__error(OLY_ERR_INTERNAL, "outfeed: cannot start the receiver of device %d",
+                            device);
+        } else {
+            q->started = true;
+        }
+    }
+    while (st == OLY_OK && q->head && q->bytes + r->bytes > cap && receiving != q)
+        wait_changed(q, &entered, &token);
+    if (st == OLY_OK) {
+        if (q->tail) q->tail->next = r;
+        else q->head = r;
+        q->tail = r;
+        q->bytes += r->bytes;
+        if (q->bytes > q->peak) q->peak = q->bytes;
+        q->sent++;
+        pthread_cond_broadcast(&q->changed);
+    }
+    pthread_mutex_unlock(&q->mu);
+    leave_blocking(entered, token);
+    if (st != OLY_OK) record_free(r);
+    return st;
+}
+
+oly_status oly_outfeed_barrier(void)
+{
+    pthread_once(&once, init_queues);
+    for (int d = 0; d < n_queues; d++) {
+        outq *q = &queues[d];
+        bool entered = false;
+        void *token = NULL;
+        pthread_mutex_lock(&q->mu);
+        uint64_t target = q->sent;
+        bool self = receiving == q && q->done < target;
+        while (!self && q->done < target) wait_changed(q, &entered, &token);
+        pthread_mutex_unlock(&q->mu);
+        leave_blocking(entered, token);
+        if (self)
+            return oly__error(OLY_ERR_INVALID,
+                              "barrier_wait: called from a tap function on device %d's receiver "
+                              "while taps sent before it wait on that receiver; it would wait "
+                              "for itself",
+                              d);
+    }
+    pthread_mutex_lock(&failure_mu);
+    bool f = failed;
+    char msg[sizeof failure_msg];
+    void *p = failure_payload;
+    void (*free_fn)(void *) = failure_free;
+    memcpy(msg, failure_msg, sizeof msg);
+    failed = false;
+    failure_payload = NULL;
+    failure_free = NULL;
+    pthread_mutex_unlock(&failure_mu);
+    if (!f) return OLY_OK;
+    oly_status st = oly__error(OLY_ERR_CALLBACK, "%s", msg);
+    if (p) oly_error_set_payload(p, free_fn);
+    return st;
+}
+
+void oly_outfeed_stop(void)
+{
+    pthread_once(&once, init_queues);
+    for (int d = 0; d < n_queues; d++) {
+        outq *q = &queues[d];
+        if (receiving == q) continue; /* a receiver cannot join itself */
+        bool entered = false;
+        void *token = NULL;
+        pthread_mutex_lock(&q->mu);
+        bool join = q->started && !q->stopping;
+        if (join) {
+            q->stopping = true;
+            pthread_cond_broadcast(&q->changed);
+        }
+        pthread_mutex_unlock(&q->mu);
+        if (!join) continue;
+        void *(*enter)(void) = atomic_load(&hook_enter);
+        if (enter) {
+            entered = true;
+            token = enter();
+        }
+        pthread_join(q->thread, NULL);
+        leave_blocking(entered, token);
+        pthread_mutex_lock(&q->mu);
+        q->started = false;
+        q->stopping = false;
+        pthread_mutex_unlock(&q->mu);
+    }
+}
+
+oly_status oly_outfeed_set_capacity(size_t bytes)
+{
+    if (bytes == 0) return oly__error(OLY_ERR_INVALID, "outfeed: capacity must be at least 1 byte, got 0");
+    atomic_store(&capacity, bytes);
+    return OLY_OK;
+}
+
+size_t oly_outfeed_capacity(void) { return atomic_load(&capacity); }
+
+size_t oly_outfeed_peak_bytes(int device)
+{
+    outq *q;
+    if (get_queue(device, &q) != OLY_OK) return 0;
+    pthread_mutex_lock(&q->mu);
+    size_t p = q->peak;
+    pthread_mutex_unlock(&q->mu);
+    return p;
+}
