@@ -168,6 +168,14 @@ OLY_API const void *oly_array_data(const oly_array *a);
 /* Writable pointer: only for the creator of a fresh array before sharing it. */
 OLY_API void *oly_array_mutable_data(oly_array *a);
 OLY_API int oly_array_device(const oly_array *a);
+/* The array committed to device (CPU devices share memory: no copy is made).
+ * Computations on committed arrays run on their device, and their results are
+ * committed there too. */
+OLY_API oly_status oly_array_put(oly_array *a, int device, oly_array **out);
+OLY_API bool oly_array_committed(const oly_array *a);
+/* Where a computation on arrays runs: the device of its committed arrays (all
+ * must agree, else INVALID naming two that differ), else device 0. */
+OLY_API oly_status oly_placement(oly_array *const *arrays, int n, int *device, bool *committed);
 /* Wait until the array's producer finished; reports that producer's failure. */
 OLY_API oly_status oly_array_wait(oly_array *a);
 

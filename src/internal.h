@@ -86,6 +86,7 @@ struct oly_array {
     oly_aval aval;
     oly_buffer *buf;            /* owned reference */
     int device;
+    bool committed;             /* placed by the user (oly_array_put) or computed from such */
 };
 
 /* ---------------------------------------------------------------- host functions */

@@ -42,7 +42,7 @@ ConcretizationTypeError = _core.ConcretizationTypeError
 from ._src.config import config  # noqa: E402
 from ._src.api import (  # noqa: E402
     jit, make_jaxpr, ShapeDtypeStruct, CpuDevice, devices, local_devices, device_count,
-    local_device_count, block_until_ready, device_put, device_get,
+    local_device_count, block_until_ready, device_put, device_get, default_backend,
 )
 from ._src.ad import (  # noqa: E402
     vmap, jvp, linearize, vjp, grad, value_and_grad, jacfwd, jacrev, hessian, linear_transpose,

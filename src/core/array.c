@@ -91,6 +91,7 @@ static void array_init(oly_array *a, const oly_aval *aval, oly_buffer *buf, int 
     for (int i = aval->rank; i < OLY_MAX_RANK; i++) a->aval.dims[i] = 0;
     a->buf = buf;
     a->device = device;
+    a->committed = false;
 }
 
 /* Takes ownership of buf's reference (released on failure). */
@@ -221,7 +222,45 @@ oly_status oly_array_view(oly_array *a, const oly_aval *aval, oly_array **out)
                           sa, have, sb, want);
     }
     atomic_fetch_add_explicit(&a->buf->refcount, 1, memory_order_relaxed);
-    return array_make(aval, a->buf, a->device, out);
+    OLY_TRY(array_make(aval, a->buf, a->device, out));
+    (*out)->committed = a->committed;
+    return OLY_OK;
+}
+
+/* CPU devices share the host's memory: the array on another device is the
+ * same buffer under a new header. */
+oly_status oly_array_put(oly_array *a, int device, oly_array **out)
+{
+    if (!a || !out) return oly__error(OLY_ERR_INVALID, "oly_array_put: NULL argument");
+    if (device < 0 || device >= oly_device_count())
+        return oly__error(OLY_ERR_INVALID, "oly_array_put: device %d out of range [0, %d)", device,
+                          oly_device_count());
+    atomic_fetch_add_explicit(&a->buf->refcount, 1, memory_order_relaxed);
+    OLY_TRY(array_make(&a->aval, a->buf, device, out));
+    (*out)->committed = true;
+    return OLY_OK;
+}
+
+bool oly_array_committed(const oly_array *a) { return a->committed; }
+
+oly_status oly_placement(oly_array *const *arrays, int n, int *device, bool *committed)
+{
+    int dev = -1, first = -1;
+    for (int i = 0; i < n; i++) {
+        if (!arrays[i] || !arrays[i]->committed) continue;
+        if (dev < 0) {
+            dev = arrays[i]->device;
+            first = i;
+        } else if (arrays[i]->device != dev) {
+            return oly__error(OLY_ERR_INVALID,
+                              "incompatible devices: argument %d is committed to device %d and "
+                              "argument %d to device %d",
+                              first, dev, i, arrays[i]->device);
+        }
+    }
+    *committed = dev >= 0;
+    *device = dev >= 0 ? dev : 0;
+    return OLY_OK;
 }
 
 oly_array *oly_array_retain(oly_array *a)

@@ -197,9 +197,10 @@ oly_status oly_apply(const oly_prim *p, const void *params, oly_array *const *in
         st = oly__error(OLY_ERR_INVALID, "%s: has %d outputs, room given for %d", p->name, n,
                         outputs ? max_out : 0);
     } else {
-        int device = n_in > 0 ? oly_array_device(inputs[0]) : 0;
-        if (device < 0 || device >= oly_device_count()) device = 0;
-        st = oly_program_run(prog, device, inputs, n_in, outputs, n);
+        int device;
+        bool committed;
+        st = oly_placement(inputs, n_in, &device, &committed);
+        if (st == OLY_OK) st = oly_program_run(prog, device, inputs, n_in, outputs, n);
         if (st == OLY_OK && n_out) *n_out = n;
     }
     oly_program_release(prog);

@@ -360,7 +360,11 @@ oly_status oly_program_run(oly_program *p, int device, oly_array *const *inputs,
     if (n_in > 0 && !inputs) return oly__error(OLY_ERR_INVALID, "oly_program_run: inputs is NULL");
     if (n_out > 0 && !outputs)
         return oly__error(OLY_ERR_INVALID, "oly_program_run: outputs is NULL");
-    for (int i = 0; i < n_in; i++) OLY_TRY(check_input(p, i, inputs[i]));
+    bool committed = false;
+    for (int i = 0; i < n_in; i++) {
+        OLY_TRY(check_input(p, i, inputs[i]));
+        committed |= inputs[i]->committed;
+    }
 
     const oly_exe *exe;
     OLY_TRY(oly__exec_get(p, &exe));
@@ -381,6 +385,7 @@ oly_status oly_program_run(oly_program *p, int device, oly_array *const *inputs,
     for (int k = 0; k < n_out; k++) {
         if ((st = oly__array_new_uninit(&exe->out_aval[k], &res[k])) != OLY_OK) goto done;
         res[k]->device = device;
+        res[k]->committed = committed;
         out[k] = oly_array_mutable_data(res[k]);
     }
     st = oly__exec_run(NULL, exe, device, in, inputs, out);

@@ -505,7 +505,20 @@ static PyObject *Array_get_itemsize(PyObject *self, void *Py_UNUSED(c))
     return PyLong_FromSize_t(oly_dtype_size(oly_array_aval(ARR(self))->dtype));
 }
 
+static PyObject *Array_get_device_id(PyObject *self, void *Py_UNUSED(c))
+{
+    return PyLong_FromLong(oly_array_device(ARR(self)));
+}
+
+static PyObject *Array_get_committed(PyObject *self, void *Py_UNUSED(c))
+{
+    return PyBool_FromLong(oly_array_committed(ARR(self)));
+}
+
 static PyGetSetDef Array_getset[] = {
+    {"_device_id", Array_get_device_id, NULL, "the number of the array's device", NULL},
+    {"committed", Array_get_committed, NULL,
+     "True when placed on its device by device_put (or computed from such arrays)", NULL},
     {"shape", Array_get_shape, NULL, "tuple of dimensions", NULL},
     {"dtype", Array_get_dtype, NULL, "numpy dtype of the elements", NULL},
     {"ndim", Array_get_ndim, NULL, "rank", NULL},
@@ -775,7 +788,20 @@ static PyObject *py_canonicalize_dtype(PyObject *Py_UNUSED(m), PyObject *arg)
     return ext_dtype_to_numpy(oly_dtype_canonicalize(t));
 }
 
+static PyObject *py_device_put(PyObject *Py_UNUSED(m), PyObject *args)
+{
+    PyObject *obj;
+    int device;
+    if (!PyArg_ParseTuple(args, "O!i:device_put", ext_st->Array_Type, &obj, &device)) return NULL;
+    oly_array *out;
+    oly_status s = oly_array_put(ARR(obj), device, &out);
+    if (s != OLY_OK) return ext_raise(s);
+    return ext_array_wrap(out);
+}
+
 PyMethodDef ext_array_methods[] = {
+    {"device_put", py_device_put, METH_VARARGS,
+     "device_put(array, device_id) -> the array committed to that CPU device (no copy)"},
     {"asarray", (PyCFunction)(void (*)(void))py_asarray, METH_VARARGS | METH_KEYWORDS,
      "asarray(obj, dtype=None) -> Array (Python scalars give weak arrays; copies NumPy data)"},
     {"canonicalize_dtype", py_canonicalize_dtype, METH_O,

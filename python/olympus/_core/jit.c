@@ -225,13 +225,20 @@ static PyObject *run_program(oly_program *prog, PyObject *leaves)
         bytes += oly_aval_nbytes(oly_array_aval(in[got]));
     }
     for (int i = 0; i < n_out; i++) bytes += oly_aval_nbytes(oly_program_output_aval(prog, i));
-    oly_status s;
+    int device;
+    bool committed;
+    oly_status s = oly_placement(in, (int)n_in, &device, &committed);
+    if (s != OLY_OK) {
+        PyErr_Format(PyExc_ValueError, "Received incompatible devices for jitted computation: %s",
+                     oly_last_error());
+        goto done;
+    }
     if (bytes > GIL_RELEASE_BYTES) {
         Py_BEGIN_ALLOW_THREADS
-        s = oly_program_run(prog, 0, in, (int)n_in, out, n_out);
+        s = oly_program_run(prog, device, in, (int)n_in, out, n_out);
         Py_END_ALLOW_THREADS
     } else {
-        s = oly_program_run(prog, 0, in, (int)n_in, out, n_out);
+        s = oly_program_run(prog, device, in, (int)n_in, out, n_out);
     }
     if (s != OLY_OK) {
         ext_raise(s);

@@ -175,12 +175,16 @@ class CpuDevice:
     platform = "cpu"
     device_kind = "cpu"
     process_index = 0
+    client = None
 
     def __init__(self, id):
         self.id = id
 
     def __repr__(self):
         return f"CpuDevice(id={self.id})"
+
+    def __str__(self):
+        return f"TFRT_CPU_{self.id}"
 
     def __eq__(self, other):
         return isinstance(other, CpuDevice) and other.id == self.id
@@ -189,20 +193,58 @@ class CpuDevice:
         return hash(("cpu", self.id))
 
 
+_BACKENDS = ("cpu",)
+
+
+def _check_backend(backend):
+    if backend is None:
+        return
+    name = getattr(backend, "platform", backend)
+    if name not in _BACKENDS:
+        raise RuntimeError(f"Unknown backend: '{name}' requested, but no platforms that are "
+                           f"instances of {name} are present. Platforms present are: cpu")
+
+
+def default_backend():
+    """The platform of the default device: "cpu"."""
+    return "cpu"
+
+
 def device_count(backend=None):
     """Number of devices (CPU devices: OLYMPUS_NUM_CPU_DEVICES, default 1)."""
+    _check_backend(backend)
     return int(_core.device_count())
 
 
-local_device_count = device_count
+def local_device_count(backend=None):
+    return device_count(backend)
+
+
+_device_list = []
 
 
 def devices(backend=None):
-    """The devices, as CpuDevice objects numbered from 0."""
-    return [CpuDevice(i) for i in range(device_count())]
+    """The devices of backend (None or "cpu"), as CpuDevice objects numbered from 0;
+    another platform raises RuntimeError."""
+    _check_backend(backend)
+    n = device_count()
+    if len(_device_list) != n:
+        _device_list[:] = [CpuDevice(i) for i in range(n)]
+    return list(_device_list)
 
 
-local_devices = devices
+def local_devices(process_index=None, backend=None):
+    return devices(backend)
+
+
+def _array_device(x):
+    """Array.device: the device the array is on."""
+    return devices()[x._device_id]
+
+
+def _array_devices(x):
+    """Array.devices(): the set of devices holding the array."""
+    return {devices()[x._device_id]}
 
 
 def block_until_ready(x):
@@ -216,10 +258,20 @@ def block_until_ready(x):
 
 
 def device_put(x, device=None):
-    """Arrays from the leaves of x (array-likes are converted; Arrays pass through)."""
+    """Arrays from the leaves of x (array-likes are converted). With a device,
+    every leaf is committed to it: computations on committed arrays run on their
+    device (mixing devices is an error); without one, Arrays pass through."""
     from olympus import tree_util
-    return tree_util.tree_map(
-        lambda v: v if isinstance(v, _core.Array) or _core.is_tracer(v) else _core.asarray(v), x)
+    if device is not None and not isinstance(device, CpuDevice):
+        raise TypeError(f"device_put: device must be an olympus device, got {device!r}")
+
+    def put(v):
+        if _core.is_tracer(v):
+            return v
+        a = v if isinstance(v, _core.Array) else _core.asarray(v)
+        return a if device is None else _core.device_put(a, device.id)
+
+    return tree_util.tree_map(put, x)
 
 
 def device_get(x):

@@ -8,6 +8,7 @@ import numpy as np
 
 from olympus import _core
 from olympus import lax
+from olympus._src import api as _api
 from olympus._src import jnp
 
 Array = _core.Array
@@ -319,6 +320,7 @@ def _method(f):
 
 
 _METHODS = {
+    "devices": lambda self: _api._array_devices(self),
     "__getitem__": _getitem,
     "__iter__": _iter,
     "reshape": _reshape,
@@ -358,6 +360,7 @@ _PROPERTIES = {
     "imag": lambda self: jnp.imag(self),
     "nbytes": lambda self: self.size * self.dtype.itemsize,
     "itemsize": lambda self: self.dtype.itemsize,
+    "device": lambda self: _api._array_device(self),
     "at": _IndexUpdateHelper,
 }
 
