@@ -33,13 +33,6 @@ PYTHON = re.compile(r"^_?Py|^PyInit_")
 ALLOCATORS = {"malloc", "calloc", "realloc", "aligned_alloc", "posix_memalign", "memalign",
               "strdup", "strndup"}
 FUNNEL = "core/alloc.o"
-# Known exceptions, each with the reason it still stands. The elementwise
-# kernels still live beside their rules: each op's per-dtype loop table is
-# also what its shape rule reads to accept a dtype, so they move to src/cpu
-# together with an accepted-dtype mask on the rule side.
-EXEMPT = {
-    ("prims/elementwise.o", "cpu"): "elementwise kernels not yet moved to src/cpu",
-}
 
 
 def nm(args, path):
@@ -86,8 +79,7 @@ def check_arrows(build):
                        "(src/core/alloc.c)")
             continue
         target = where.get(sym)
-        rel = os.path.join(folder, os.path.basename(obj))
-        if target and target not in MAY_REACH[folder] and (rel, target) not in EXEMPT:
+        if target and target not in MAY_REACH[folder]:
             bad.append(f"{obj}: src/{folder} may not reach src/{target} ({sym})")
     return bad
 

@@ -292,6 +292,9 @@ struct oly_prim {
     const oly_param_field *fields;
     int n_fields;
     oly_shape_rule shape;
+    uint32_t dtypes;            /* elementwise rows: the operand dtypes the shape rule
+                                   accepts, bit 1 << dtype (select_n: its cases'); each
+                                   has a kernel (tests/c/test_rows.c). 0 elsewhere */
     uint32_t (*effects)(const void *params); /* NULL: effect-free */
     oly_batch_rule batch;
     oly_jvp_rule jvp;

@@ -11,11 +11,9 @@
  * run reduced to one value takes the AVX2 path ("SIMD runs") where it can. */
 #include "cpu/cpu.h"
 #include "cpu/simd.h"
+#include "prims/reduce_ops.h"
 
 #include <math.h>
-
-/* The reductions the kernels below implement (one per row). */
-typedef enum rop { R_SUM, R_PROD, R_MAX, R_MIN, R_AND, R_OR } rop;
 
 /* ---------------------------------------------------------------- accumulators */
 
@@ -130,32 +128,40 @@ static void store(oly_dtype t, const void *acc, int64_t n, char *dst, int64_t st
 }
 
 /* The identity of op for dtype t, as one accumulator at dst. */
-static void identity(rop op, oly_dtype t, void *dst)
+static void identity(oly_reduce_op op, oly_dtype t, void *dst)
 {
     acc_kind k = acc_of(t);
     int bits = (int)oly_dtype_size(t) * 8;
     switch (k) {
     case ACC_F: {
-        double v = op == R_SUM ? 0.0 : op == R_PROD ? 1.0 : op == R_MAX ? -INFINITY : INFINITY;
+        double v = op == OLY_REDUCE_SUM    ? 0.0
+                   : op == OLY_REDUCE_PROD ? 1.0
+                   : op == OLY_REDUCE_MAX  ? -INFINITY
+                                           : INFINITY;
         memcpy(dst, &v, 8);
         break;
     }
     case ACC_C: {
-        double v[2] = {op == R_PROD ? 1.0 : 0.0, 0.0};
+        double v[2] = {op == OLY_REDUCE_PROD ? 1.0 : 0.0, 0.0};
         memcpy(dst, v, 16);
         break;
     }
     case ACC_I: {
         int64_t hi = bits == 64 ? INT64_MAX : (int64_t)((UINT64_C(1) << (bits - 1)) - 1);
-        int64_t v = op == R_SUM || op == R_OR ? 0 : op == R_PROD ? 1 : op == R_AND ? -1
-                  : op == R_MAX ? -hi - 1 : hi;
+        int64_t v = op == OLY_REDUCE_SUM || op == OLY_REDUCE_OR ? 0
+                    : op == OLY_REDUCE_PROD                     ? 1
+                    : op == OLY_REDUCE_AND                      ? -1
+                    : op == OLY_REDUCE_MAX                      ? -hi - 1
+                                                                : hi;
         memcpy(dst, &v, 8);
         break;
     }
     case ACC_U: {
         uint64_t hi = t == OLY_BOOL ? 1 : bits == 64 ? UINT64_MAX : (UINT64_C(1) << bits) - 1;
-        uint64_t v = op == R_SUM || op == R_OR || op == R_MAX ? 0 : op == R_PROD ? 1
-                   : op == R_AND ? UINT64_MAX : hi;
+        uint64_t v = op == OLY_REDUCE_SUM || op == OLY_REDUCE_OR || op == OLY_REDUCE_MAX ? 0
+                     : op == OLY_REDUCE_PROD                                         ? 1
+                     : op == OLY_REDUCE_AND                                          ? UINT64_MAX
+                                                                                     : hi;
         memcpy(dst, &v, 8);
         break;
     }
@@ -187,11 +193,11 @@ enum { VEC, RED, SCAN, SCAN_REV };
         }                                                                                 \
     } while (0)
 
-static void combine(acc_kind k, rop op, int mode, void *accp, void *xp, int64_t n)
+static void combine(acc_kind k, oly_reduce_op op, int mode, void *accp, void *xp, int64_t n)
 {
     switch (k) {
     case ACC_F:
-        if (op == R_SUM && mode == RED) { /* block sum, then one add */
+        if (op == OLY_REDUCE_SUM && mode == RED) { /* block sum, then one add */
             const double *x = xp;
             double s = 0;
             for (int64_t i = 0; i < n; i++) s += x[i];
@@ -199,31 +205,31 @@ static void combine(acc_kind k, rop op, int mode, void *accp, void *xp, int64_t 
             return;
         }
         switch (op) {
-        case R_SUM: COMBINE(double, a + x); break;
-        case R_PROD: COMBINE(double, a * x); break;
-        case R_MAX: COMBINE(double, (x > a || isnan(x)) ? x : a); break;
-        case R_MIN: COMBINE(double, (x < a || isnan(x)) ? x : a); break;
+        case OLY_REDUCE_SUM: COMBINE(double, a + x); break;
+        case OLY_REDUCE_PROD: COMBINE(double, a * x); break;
+        case OLY_REDUCE_MAX: COMBINE(double, (x > a || isnan(x)) ? x : a); break;
+        case OLY_REDUCE_MIN: COMBINE(double, (x < a || isnan(x)) ? x : a); break;
         default: break;
         }
         break;
     case ACC_I:
         switch (op) {
-        case R_SUM: COMBINE(int64_t, (int64_t)((uint64_t)a + (uint64_t)x)); break;
-        case R_PROD: COMBINE(int64_t, (int64_t)((uint64_t)a * (uint64_t)x)); break;
-        case R_MAX: COMBINE(int64_t, x > a ? x : a); break;
-        case R_MIN: COMBINE(int64_t, x < a ? x : a); break;
-        case R_AND: COMBINE(int64_t, a & x); break;
-        case R_OR: COMBINE(int64_t, a | x); break;
+        case OLY_REDUCE_SUM: COMBINE(int64_t, (int64_t)((uint64_t)a + (uint64_t)x)); break;
+        case OLY_REDUCE_PROD: COMBINE(int64_t, (int64_t)((uint64_t)a * (uint64_t)x)); break;
+        case OLY_REDUCE_MAX: COMBINE(int64_t, x > a ? x : a); break;
+        case OLY_REDUCE_MIN: COMBINE(int64_t, x < a ? x : a); break;
+        case OLY_REDUCE_AND: COMBINE(int64_t, a & x); break;
+        case OLY_REDUCE_OR: COMBINE(int64_t, a | x); break;
         }
         break;
     case ACC_U:
         switch (op) {
-        case R_SUM: COMBINE(uint64_t, a + x); break;
-        case R_PROD: COMBINE(uint64_t, a * x); break;
-        case R_MAX: COMBINE(uint64_t, x > a ? x : a); break;
-        case R_MIN: COMBINE(uint64_t, x < a ? x : a); break;
-        case R_AND: COMBINE(uint64_t, a & x); break;
-        case R_OR: COMBINE(uint64_t, a | x); break;
+        case OLY_REDUCE_SUM: COMBINE(uint64_t, a + x); break;
+        case OLY_REDUCE_PROD: COMBINE(uint64_t, a * x); break;
+        case OLY_REDUCE_MAX: COMBINE(uint64_t, x > a ? x : a); break;
+        case OLY_REDUCE_MIN: COMBINE(uint64_t, x < a ? x : a); break;
+        case OLY_REDUCE_AND: COMBINE(uint64_t, a & x); break;
+        case OLY_REDUCE_OR: COMBINE(uint64_t, a | x); break;
         }
         break;
     case ACC_C: {
@@ -232,7 +238,7 @@ static void combine(acc_kind k, rop op, int mode, void *accp, void *xp, int64_t 
             int64_t i = mode == SCAN_REV ? n - 1 - j : j;
             double *ai = mode == VEC ? a + 2 * i : a;
             double re = ai[0], im = ai[1], xr = x[2 * i], xi = x[2 * i + 1];
-            if (op == R_SUM) {
+            if (op == OLY_REDUCE_SUM) {
                 ai[0] = re + xr;
                 ai[1] = im + xi;
             } else {
@@ -406,42 +412,40 @@ SIMD static bool best_f64(const double *x, int64_t n, bool is_max, double *out)
 
 /* Reduces the contiguous run x[0..n) of dtype t (n >= 1) into the double
  * accumulator *acc with op; false when the serial loop must do it. */
-static bool simd_run(rop op, oly_dtype t, const void *x, int64_t n, double *acc)
+static bool simd_run(oly_reduce_op op, oly_dtype t, const void *x, int64_t n, double *acc)
 {
     if ((t != OLY_FLOAT32 && t != OLY_FLOAT64) || !oly__cpu_simd_ok()) return false;
     bool f32 = t == OLY_FLOAT32;
     double v;
     switch (op) {
-    case R_SUM:
+    case OLY_REDUCE_SUM:
         *acc += f32 ? sum_f32(x, n) : sum_f64(x, n);
         return true;
-    case R_PROD:
+    case OLY_REDUCE_PROD:
         if (!f32) return false;
         v = prod_f32(x, n);
         if (v == 0 || !isfinite(v)) return false;
         *acc *= v;
         return true;
-    case R_MAX:
-    case R_MIN:
-        if (!(f32 ? best_f32(x, n, op == R_MAX, &v) : best_f64(x, n, op == R_MAX, &v)))
+    case OLY_REDUCE_MAX:
+    case OLY_REDUCE_MIN:
+        if (!(f32 ? best_f32(x, n, op == OLY_REDUCE_MAX, &v)
+                  : best_f64(x, n, op == OLY_REDUCE_MAX, &v)))
             return false;
-        if (op == R_MAX ? (v > *acc || isnan(v)) : (v < *acc || isnan(v))) *acc = v;
+        if (op == OLY_REDUCE_MAX ? (v > *acc || isnan(v)) : (v < *acc || isnan(v))) *acc = v;
         return true;
     default:
         return false;
     }
 }
 #else
-static bool simd_run(rop op, oly_dtype t, const void *x, int64_t n, double *acc)
+static bool simd_run(oly_reduce_op op, oly_dtype t, const void *x, int64_t n, double *acc)
 {
     return false;
 }
 #endif
 
 /* ---------------------------------------------------------------- kernels */
-
-static const char *const op_names[] = {"reduce_sum", "reduce_prod", "reduce_max",
-                                       "reduce_min", "reduce_and",  "reduce_or"};
 
 /* Whether candidate x beats the current best b (first occurrence wins; NaN is
  * both the max and the min, and the first NaN wins). */
@@ -450,7 +454,7 @@ static const char *const op_names[] = {"reduce_sum", "reduce_prod", "reduce_max"
 #define BEATS(x, b, is_max) ((is_max) ? (x) > (b) : (x) < (b))
 
 
-static oly_status reduce_kernel(const oly_kernel_ctx *ctx, rop op)
+static oly_status reduce_kernel(const oly_kernel_ctx *ctx, oly_reduce_op op)
 {
     if (ctx->ith != 0) return OLY_OK; /* one pass over the input: one thread */
     const oly_params_reduce *p = ctx->params;
@@ -462,7 +466,7 @@ static oly_status reduce_kernel(const oly_kernel_ctx *ctx, rop op)
 
     void *acc = acc_is_native(t) ? ctx->out[0] : oly__malloc((size_t)(n_out ? n_out : 1) * as);
     if (!acc) return oly__error(OLY_ERR_NOMEM, "%s: out of memory for %lld accumulators",
-                                op_names[op], (long long)n_out);
+                                oly__reduce_op_names[op], (long long)n_out);
     for (int64_t i = 0; i < n_out; i++) identity(op, t, (char *)acc + (size_t)i * as);
 
     if (n_in > 0) {
@@ -625,7 +629,7 @@ static oly_status argminmax_kernel(const oly_kernel_ctx *ctx, bool is_max)
 }
 
 
-static oly_status cum_kernel(const oly_kernel_ctx *ctx, rop op)
+static oly_status cum_kernel(const oly_kernel_ctx *ctx, oly_reduce_op op)
 {
     const oly_params_cumulative *p = ctx->params;
     const oly_aval *x = &ctx->in_aval[0];
@@ -680,15 +684,15 @@ static oly_status argmin_kernel(const oly_kernel_ctx *ctx) { return argminmax_ke
     static oly_status NAME##_kernel(const oly_kernel_ctx *ctx) { return cum_kernel(ctx, OP); } \
     const oly_cpu_kernel oly__cpu_##NAME = {.fn = NAME##_kernel};
 
-REDUCE_KERNEL(reduce_sum, R_SUM)
-REDUCE_KERNEL(reduce_prod, R_PROD)
-REDUCE_KERNEL(reduce_max, R_MAX)
-REDUCE_KERNEL(reduce_min, R_MIN)
-REDUCE_KERNEL(reduce_and, R_AND)
-REDUCE_KERNEL(reduce_or, R_OR)
-CUM_KERNEL(cumsum, R_SUM)
-CUM_KERNEL(cumprod, R_PROD)
-CUM_KERNEL(cummax, R_MAX)
-CUM_KERNEL(cummin, R_MIN)
+REDUCE_KERNEL(reduce_sum, OLY_REDUCE_SUM)
+REDUCE_KERNEL(reduce_prod, OLY_REDUCE_PROD)
+REDUCE_KERNEL(reduce_max, OLY_REDUCE_MAX)
+REDUCE_KERNEL(reduce_min, OLY_REDUCE_MIN)
+REDUCE_KERNEL(reduce_and, OLY_REDUCE_AND)
+REDUCE_KERNEL(reduce_or, OLY_REDUCE_OR)
+CUM_KERNEL(cumsum, OLY_REDUCE_SUM)
+CUM_KERNEL(cumprod, OLY_REDUCE_PROD)
+CUM_KERNEL(cummax, OLY_REDUCE_MAX)
+CUM_KERNEL(cummin, OLY_REDUCE_MIN)
 const oly_cpu_kernel oly__cpu_argmax = {.fn = argmax_kernel};
 const oly_cpu_kernel oly__cpu_argmin = {.fn = argmin_kernel};

@@ -3,6 +3,7 @@
  * Shape and transformation rules here; kernels in src/cpu/reduce.c. */
 #include "internal.h"
 #include "trans/trans.h"
+#include "prims/reduce_ops.h"
 
 #include <math.h>
 
@@ -46,27 +47,24 @@ static void drop_axes(const oly_aval *x, const bool *marks, oly_dtype t, bool we
         if (!marks[i]) out->dims[out->rank++] = x->dims[i];
 }
 
-/* The reductions a row names (its kernel in src/cpu/reduce.c has its own). */
-typedef enum rop { R_SUM, R_PROD, R_MAX, R_MIN, R_AND, R_OR } rop;
-
 /* ---------------------------------------------------------------- reductions */
 
-static const char *const op_names[] = {"reduce_sum", "reduce_prod", "reduce_max",
-                                       "reduce_min", "reduce_and",  "reduce_or"};
+const char *const oly__reduce_op_names[OLY_REDUCE_COUNT] = {
+    "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_and", "reduce_or"};
 
-static oly_status reduce_dtype_ok(rop op, const oly_aval *x)
+static oly_status reduce_dtype_ok(oly_reduce_op op, const oly_aval *x)
 {
     oly_dtype t = x->dtype;
     bool ok;
     const char *want;
     switch (op) {
-    case R_SUM:
-    case R_PROD:
+    case OLY_REDUCE_SUM:
+    case OLY_REDUCE_PROD:
         ok = oly_dtype_is_int(t) || oly_dtype_is_inexact(t);
         want = "a numeric dtype (not bool)";
         break;
-    case R_MAX:
-    case R_MIN:
+    case OLY_REDUCE_MAX:
+    case OLY_REDUCE_MIN:
         ok = !oly_dtype_is_complex(t);
         want = "a bool, integer or float dtype";
         break;
@@ -76,19 +74,19 @@ static oly_status reduce_dtype_ok(rop op, const oly_aval *x)
         break;
     }
     if (!ok || (unsigned)t >= OLY_DTYPE_COUNT)
-        return oly__error(OLY_ERR_TYPE, "%s: operand must have %s, got %s", op_names[op], want,
-                          oly__show_aval(x).s);
+        return oly__error(OLY_ERR_TYPE, "%s: operand must have %s, got %s",
+                          oly__reduce_op_names[op], want, oly__show_aval(x).s);
     return OLY_OK;
 }
 
-static oly_status reduce_shape(const oly_shape_ctx *ctx, oly_aval *out, rop op)
+static oly_status reduce_shape(const oly_shape_ctx *ctx, oly_aval *out, oly_reduce_op op)
 {
     const oly_params_reduce *p = ctx->params;
     OLY_TRY(check_n_in(ctx, 1));
     const oly_aval *x = &ctx->in[0];
     OLY_TRY(reduce_dtype_ok(op, x));
     bool marks[OLY_MAX_RANK];
-    OLY_TRY(mark_axes(op_names[op], &p->axes, x, marks));
+    OLY_TRY(mark_axes(oly__reduce_op_names[op], &p->axes, x, marks));
     drop_axes(x, marks, x->dtype, x->weak, out);
     return OLY_OK;
 }
@@ -99,12 +97,12 @@ static oly_status reduce_shape(const oly_shape_ctx *ctx, oly_aval *out, rop op)
         return reduce_shape(ctx, out, OP);                                                \
     }
 
-REDUCE_ROW(reduce_sum, R_SUM)
-REDUCE_ROW(reduce_prod, R_PROD)
-REDUCE_ROW(reduce_max, R_MAX)
-REDUCE_ROW(reduce_min, R_MIN)
-REDUCE_ROW(reduce_and, R_AND)
-REDUCE_ROW(reduce_or, R_OR)
+REDUCE_ROW(reduce_sum, OLY_REDUCE_SUM)
+REDUCE_ROW(reduce_prod, OLY_REDUCE_PROD)
+REDUCE_ROW(reduce_max, OLY_REDUCE_MAX)
+REDUCE_ROW(reduce_min, OLY_REDUCE_MIN)
+REDUCE_ROW(reduce_and, OLY_REDUCE_AND)
+REDUCE_ROW(reduce_or, OLY_REDUCE_OR)
 
 /* ---------------------------------------------------------------- argmax, argmin */
 
@@ -143,19 +141,19 @@ static oly_status argmin_shape(const oly_shape_ctx *ctx, oly_aval *out) { return
 
 static const char *const cum_names[] = {"cumsum", "cumprod", "cummax", "cummin"};
 
-static oly_status cum_shape(const oly_shape_ctx *ctx, oly_aval *out, rop op)
+static oly_status cum_shape(const oly_shape_ctx *ctx, oly_aval *out, oly_reduce_op op)
 {
     const oly_params_cumulative *p = ctx->params;
     const char *who = cum_names[op];
     OLY_TRY(check_n_in(ctx, 1));
     const oly_aval *x = &ctx->in[0];
     oly_dtype t = x->dtype;
-    bool ok = op == R_SUM || op == R_PROD ? oly_dtype_is_int(t) || oly_dtype_is_inexact(t)
-                                          : oly_dtype_is_int(t) || oly_dtype_is_float(t);
+    bool arith = op == OLY_REDUCE_SUM || op == OLY_REDUCE_PROD;
+    bool ok = arith ? oly_dtype_is_int(t) || oly_dtype_is_inexact(t)
+                    : oly_dtype_is_int(t) || oly_dtype_is_float(t);
     if (!ok)
         return oly__error(OLY_ERR_TYPE, "%s: operand must have %s, got %s", who,
-                          op == R_SUM || op == R_PROD ? "a numeric dtype (not bool)"
-                                                      : "an integer or float dtype",
+                          arith ? "a numeric dtype (not bool)" : "an integer or float dtype",
                           oly__show_aval(x).s);
     if (x->rank == 0)
         return oly__error(OLY_ERR_SHAPE, "%s: operand must have rank >= 1, got %s", who,
@@ -172,10 +170,10 @@ static oly_status cum_shape(const oly_shape_ctx *ctx, oly_aval *out, rop op)
         return cum_shape(ctx, out, OP);                                                   \
     }
 
-CUM_ROW(cumsum, R_SUM)
-CUM_ROW(cumprod, R_PROD)
-CUM_ROW(cummax, R_MAX)
-CUM_ROW(cummin, R_MIN)
+CUM_ROW(cumsum, OLY_REDUCE_SUM)
+CUM_ROW(cumprod, OLY_REDUCE_PROD)
+CUM_ROW(cummax, OLY_REDUCE_MAX)
+CUM_ROW(cummin, OLY_REDUCE_MIN)
 
 /* ---------------------------------------------------------------- transformation rules
  *

@@ -104,9 +104,9 @@ oly_status oly_program_transpose(oly_program *linear, int n_res, oly_program **o
                 memset(&w.in[i], 0, sizeof w.in[i]);
             else
                 w.in[i] = oly__walk_read(&w, *a, 0, NULL);
-            memset(&w.in2[i], 0, sizeof w.in2[i]);
             cinz[i] = false;
         }
+        oly__atoms_unset(w.in2, e->n_in);
         s = e->prim->transpose(&ctx, e, w.in, elin, w.out, enz, w.in2, cinz);
         if (s != OLY_OK) {
             s = oly__error_prefix(s, "transpose of %s", e->prim->name);

@@ -126,3 +126,51 @@ TEST(rows_every_accepted_dtype_has_a_kernel)
                         p->name);
     }
 }
+
+/* The elementwise rows (prims.def's first section, up to select_n) state the
+ * operand dtypes they accept (oly_prim.dtypes): the shape rule accepts exactly
+ * those, and src/cpu's kernel has a loop for each (rank-0 operands, zeroed
+ * params; select_n's predicate is bool). */
+TEST(rows_elementwise_dtypes_have_kernels)
+{
+    for (int id = 0; id <= OLY_PRIM_ID_select_n; id++) {
+        const oly_prim *p = rows[id].row;
+        const oly_cpu_kernel *k = oly__cpu_kernel(p);
+        if (!p->dtypes || !k) {
+            CHECK_FAIL_("%s: an elementwise row needs accepted dtypes and a kernel", p->name);
+            continue;
+        }
+        void *params = p->params_size ? calloc(1, p->params_size) : NULL;
+        int n_in = p->n_in >= 0 ? p->n_in : 3;
+        for (int t = 0; t < OLY_DTYPE_COUNT; t++) {
+            oly_aval in_aval[3] = {{.dtype = (oly_dtype)t}, {.dtype = (oly_dtype)t},
+                                   {.dtype = (oly_dtype)t}}, out_aval;
+            if (p == &oly__prim_select_n) in_aval[0].dtype = OLY_BOOL;
+            oly_shape_ctx sc = {.prim = p, .params = params, .n_in = n_in, .in = in_aval,
+                                .n_out = 1};
+            oly_status s = p->shape(&sc, &out_aval);
+            const char *tn = oly_dtype_name((oly_dtype)t);
+            if (!(p->dtypes >> t & 1)) {
+                if (s != OLY_ERR_TYPE)
+                    CHECK_FAIL_("%s(%s): outside the row's dtypes, but the shape rule gave %s",
+                                p->name, tn, oly_status_name(s));
+                continue;
+            }
+            if (s != OLY_OK) {
+                CHECK_FAIL_("%s(%s): in the row's dtypes, but the shape rule refused: %s",
+                            p->name, tn, oly_last_error());
+                continue;
+            }
+            _Alignas(16) unsigned char buf[4][16] = {{0}};
+            const void *in[3] = {buf[0], buf[1], buf[2]};
+            void *out[1] = {buf[3]};
+            oly_kernel_ctx kc = {.params = params, .n_in = n_in, .in = in, .in_aval = in_aval,
+                                 .n_out = 1, .out = out, .out_aval = &out_aval, .nth = 1};
+            s = k->fn(&kc);
+            if (s != OLY_OK)
+                CHECK_FAIL_("%s(%s): accepted, but the CPU kernel failed: %s", p->name, tn,
+                            oly_last_error());
+        }
+        free(params);
+    }
+}

@@ -59,6 +59,26 @@ static const oly_prim r_tap = {.name = "r_tap", .n_in = 1, .n_out = 1, .shape = 
                                .effects = io_effects, .jvp = tap_jvp};
 static const oly_cpu_kernel io_cpu = {.fn = io_kernel};
 
+/* r_unset x: its JVP and transpose rules report a nonzero tangent / cotangent
+ * but never write it; the drivers must say so, not crash. Never run. */
+static oly_status unset_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
+                            const oly_atom *tangent, const bool *tan_nz, oly_atom *primal_out,
+                            oly_atom *tangent_out, bool *out_nz)
+{
+    OLY_TRY(oly__emit_eqn(ctx->b, eqn, primal, primal_out));
+    out_nz[0] = true;
+    return OLY_OK;
+}
+static oly_status unset_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                                  const bool *linear, const oly_atom *ct, const bool *ct_nz,
+                                  oly_atom *ct_in, bool *ct_in_nz)
+{
+    ct_in_nz[0] = true;
+    return OLY_OK;
+}
+static const oly_prim r_unset = {.name = "r_unset", .n_in = 1, .n_out = 1, .shape = io_shape,
+                                 .jvp = unset_jvp, .transpose = unset_transpose};
+
 /* elementwise batching: every operand of rank > 0 (or mapped) moved to 0 */
 static oly_status ew_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
                            const int *in_bdim, oly_atom *out, int *out_bdim)
@@ -874,6 +894,25 @@ TEST(trans_transpose_missing_rule)
     oly_program *t = NULL;
     CHECK_ERR(oly_program_transpose(p, 1, &t), OLY_ERR_UNSUPPORTED,
               "r_norule has no transpose rule");
+    CHECK(t == NULL);
+    oly_program_release(p);
+}
+
+/* A rule that marks an output nonzero and leaves it unset gets a clear error
+ * from either driver. */
+TEST(trans_rule_leaves_an_output_unset)
+{
+    oly_builder *b = builder();
+    oly_var *x = input(b, OLY_FLOAT32, 1, d4);
+    oly_var *o[1] = {app1(b, &r_unset, x)};
+    oly_program *p = finish(b, o, 1);
+    oly_program *j = NULL, *t = NULL;
+    bool nz_out[1];
+    CHECK_ERR(oly_program_jvp(p, (const bool[]){true}, &j, nz_out), OLY_ERR_INTERNAL,
+              "r_unset JVP rule did not set tangent of output 0");
+    CHECK(j == NULL);
+    CHECK_ERR(oly_program_transpose(p, 0, &t), OLY_ERR_INTERNAL,
+              "r_unset transpose rule did not set cotangent of input 0");
     CHECK(t == NULL);
     oly_program_release(p);
 }
