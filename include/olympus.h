@@ -254,6 +254,10 @@ OLY_API size_t oly_outfeed_peak_bytes(int device);
 /* Called around every wait of a sender or barrier (enter's result is handed
  * to leave): an embedder releases its interpreter lock there. */
 OLY_API void oly_set_blocking_hooks(void *(*enter)(void), void (*leave)(void *));
+/* Taken by a receiver around a batch of host-function calls (acquire's result
+ * is handed to release): an embedder takes its interpreter lock there once
+ * per batch instead of once per call. */
+OLY_API void oly_set_host_lock_hooks(void *(*acquire)(void), void (*release)(void *));
 
 /* ---------------------------------------------------------------- effects */
 

@@ -64,6 +64,14 @@ static void (*failure_free)(void *);
 
 static void *(*_Atomic hook_enter)(void);
 static void (*_Atomic hook_leave)(void *);
+static void *(*_Atomic host_acquire)(void);
+static void (*_Atomic host_release)(void *);
+
+void oly_set_host_lock_hooks(void *(*acquire)(void), void (*release)(void *))
+{
+    atomic_store(&host_acquire, acquire);
+    atomic_store(&host_release, release);
+}
 
 void oly_set_blocking_hooks(void *(*enter)(void), void (*leave)(void *))
 {
@@ -163,6 +171,10 @@ static void consume(int device, record *r)
     }
 }
 
+/* The receiver drains in batches: it takes the host lock (the GIL) once for
+ * every record already queued, up to BATCH, instead of once per record. */
+enum { BATCH = 4096 };
+
 static void *receiver(void *arg)
 {
     outq *q = arg;
@@ -174,15 +186,23 @@ static void *receiver(void *arg)
         record *r = q->head;
         if (!r) break; /* stopping, and nothing left */
         pthread_mutex_unlock(&q->mu);
-        consume(device, r);
-        pthread_mutex_lock(&q->mu);
-        q->head = r->next; /* r is still the head: only the receiver pops */
-        if (!q->head) q->tail = NULL;
-        q->bytes -= r->bytes;
-        q->done++;
-        pthread_cond_broadcast(&q->changed);
-        pthread_mutex_unlock(&q->mu);
-        record_free(r); /* may take the GIL: no lock held */
+        void *(*acquire)(void) = atomic_load(&host_acquire);
+        void *token = acquire ? acquire() : NULL;
+        for (int k = 0; r && k < BATCH; k++) {
+            consume(device, r);
+            pthread_mutex_lock(&q->mu);
+            q->head = r->next; /* r is still the head: only the receiver pops */
+            if (!q->head) q->tail = NULL;
+            q->bytes -= r->bytes;
+            q->done++;
+            pthread_cond_broadcast(&q->changed);
+            record *next = q->head;
+            pthread_mutex_unlock(&q->mu);
+            record_free(r); /* may take the GIL: no queue lock held */
+            r = next;
+        }
+        void (*release)(void *) = atomic_load(&host_release);
+        if (acquire && release) release(token);
         pthread_mutex_lock(&q->mu);
     }
     pthread_mutex_unlock(&q->mu);

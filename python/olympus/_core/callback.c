@@ -884,6 +884,18 @@ static void blocking_leave(void *token)
     if (token) PyEval_RestoreThread(token);
 }
 
+/* A receiver holds the GIL across a batch of taps. */
+static void *host_acquire(void)
+{
+    if (!Py_IsInitialized()) return NULL;
+    return (void *)((intptr_t)PyGILState_Ensure() + 1); /* never NULL when taken */
+}
+
+static void host_release(void *token)
+{
+    if (token) PyGILState_Release((PyGILState_STATE)((intptr_t)token - 1));
+}
+
 PyMethodDef ext_callback_methods[] = {
     {"outfeed_barrier", py_outfeed_barrier, METH_NOARGS,
      "Wait until every tap sent so far was consumed; raise the last tap failure since the\n"
@@ -909,6 +921,7 @@ int ext_callback_init(PyObject *module)
 {
     if (np_ascontiguousarray) return 0;
     oly_set_blocking_hooks(blocking_enter, blocking_leave);
+    oly_set_host_lock_hooks(host_acquire, host_release);
     PyObject *np = PyImport_ImportModule("numpy");
     if (!np) return -1;
     np_ascontiguousarray = PyObject_GetAttrString(np, "ascontiguousarray");
