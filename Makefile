@@ -138,6 +138,7 @@ bench: deps
 	@bash scripts/install-deps.sh python3-numba python3-cffi
 	$(MAKE) all
 	PYTHONPATH=$(CURDIR)/python OLYMPUS_EXT_DIR=$(CURDIR)/$(BUILD) $(PY) bench/run.py
+	PYTHONPATH=$(CURDIR)/python OLYMPUS_EXT_DIR=$(CURDIR)/$(BUILD) $(PY) bench/soak_host_callback.py
 
 clean:
 	rm -rf build build-* python/olympus/_core*.so

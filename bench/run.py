@@ -440,6 +440,60 @@ def oly_callback(flavour, case, args):
     return prepare
 
 
+# ---------------------------------------------------------------- host_callback taps
+
+def _tap_void(arg, transforms):
+    """A tap function that does nothing: the row measures the tap's path."""
+
+
+def oly_taps_fori():
+    """N_FORI scalar id_taps from a fori_loop in one jit call; the unit ends
+    when the receiver has called every tap (barrier_wait)."""
+    olympus, jnp = oly()
+    from olympus import lax
+    from olympus.experimental import host_callback as hcb
+    jf = olympus.jit(lambda v: lax.fori_loop(0, N_FORI, lambda i, w: hcb.id_tap(_tap_void, w), v))
+    x = jnp.float32(0.25)
+    jf(x)
+    hcb.barrier_wait()
+
+    def run(n):
+        for _ in range(n):
+            jf(x)
+        hcb.barrier_wait()
+    return Side(run, ops_per_unit=N_FORI, note=f"fori_loop of {N_FORI} taps + barrier_wait")
+
+
+def floor_void_scalar():
+    fl = floor_mod()
+    x = SCALAR.value
+    return Side(lambda n: fl.py_loop(host_void, x, n, False))
+
+
+MIB = np.ones(1 << 18, np.float32)  # 1 MiB
+
+
+def oly_tap_1mib():
+    """One 1 MiB tap per jit call, delivered (barrier_wait per batch)."""
+    olympus, jnp = oly()
+    from olympus.experimental import host_callback as hcb
+    jf = olympus.jit(lambda v: hcb.id_tap(_tap_void, v))
+    x = jnp.asarray(MIB)
+    jf(x)
+    hcb.barrier_wait()
+
+    def run(n):
+        for _ in range(n):
+            jf(x)
+        hcb.barrier_wait()
+    return Side(run, note="GB/s = 1 MiB / time")
+
+
+def memcpy_1mib():
+    out = np.empty_like(MIB)
+    return Side(lambda n: [np.copyto(out, MIB) for _ in range(n)])
+
+
 # ---------------------------------------------------------------- native host function
 
 def native_results(args):
@@ -640,6 +694,11 @@ def make_rows(args):
         rows.append(Row(f"matmul-{n}", "5", f"matmul f32[{n},{n}]",
                         oly_jit_side(lambda jnp: jnp.matmul, a, b), "NumPy",
                         numpy_side(np.matmul, a, b), 1 / 0.9, ">=0.9x NumPy", rtol=1e-3))
+    # 6: host_callback taps, delivered to the tap function
+    rows.append(Row("tap-f32[]-floor", "6", "id_tap f32[] (fori_loop)", oly_taps_fori,
+                    "C->Python floor", floor_void_scalar, None, "goal >=1M taps/s"))
+    rows.append(Row("tap-1MiB-memcpy", "6", "id_tap f32[262144] (1 MiB)", oly_tap_1mib,
+                    "memcpy 1 MiB", memcpy_1mib, None, "goal >=2 GB/s"))
     if args.filter:
         rows = [r for r in rows if args.filter in r.id or args.filter in r.name]
     return rows

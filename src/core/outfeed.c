@@ -47,6 +47,8 @@ typedef struct outq {
     size_t bytes, peak;
     uint64_t sent, done;
     bool started, stopping;
+    bool receiver_waits;    /* the receiver sleeps on `changed` */
+    int waiters;            /* senders and barriers sleeping on `changed` */
     pthread_t thread;
 } outq;
 
@@ -116,7 +118,9 @@ static void wait_changed(outq *q, bool *entered, void **token)
         pthread_mutex_lock(&q->mu);
         return; /* the caller re-checks its condition before waiting */
     }
+    q->waiters++;
     pthread_cond_wait(&q->changed, &q->mu);
+    q->waiters--;
 }
 
 static void leave_blocking(bool entered, void *token)
@@ -182,7 +186,11 @@ static void *receiver(void *arg)
     receiving = q;
     pthread_mutex_lock(&q->mu);
     for (;;) {
-        while (!q->head && !q->stopping) pthread_cond_wait(&q->changed, &q->mu);
+        while (!q->head && !q->stopping) {
+            q->receiver_waits = true;
+            pthread_cond_wait(&q->changed, &q->mu);
+            q->receiver_waits = false;
+        }
         record *r = q->head;
         if (!r) break; /* stopping, and nothing left */
         pthread_mutex_unlock(&q->mu);
@@ -195,7 +203,7 @@ static void *receiver(void *arg)
             if (!q->head) q->tail = NULL;
             q->bytes -= r->bytes;
             q->done++;
-            pthread_cond_broadcast(&q->changed);
+            if (q->waiters) pthread_cond_broadcast(&q->changed); /* a wake costs a syscall */
             record *next = q->head;
             pthread_mutex_unlock(&q->mu);
             record_free(r); /* may take the GIL: no queue lock held */
@@ -273,7 +281,7 @@ oly_status oly_outfeed_send(int device, oly_host_fn *fn, const char *transforms,
         q->bytes += r->bytes;
         if (q->bytes > q->peak) q->peak = q->bytes;
         q->sent++;
-        pthread_cond_broadcast(&q->changed);
+        if (q->receiver_waits) pthread_cond_broadcast(&q->changed);
     }
     pthread_mutex_unlock(&q->mu);
     leave_blocking(entered, token);

@@ -437,3 +437,15 @@ print(len(got), sum(len(v) for v in got.values()), ok)
 """, timeout=120, env={"OLYMPUS_NUM_CPU_DEVICES": "4"})
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "8 8000 True"
+
+
+def test_example_runs():
+    with open(os.path.join(ROOT, "examples", "host_callback_taps.py")) as f:
+        r = run_script(f.read())
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert out.count("what: x,x^2\n( 3. 9. )") == 2
+    assert "transforms: [('batch', {'batch_dims': (0, 0)})] what: x,x^2\n( [2. 3.] [4. 9.] )" in out
+    assert "fori_loop taps: [0, 1, 3, 6, 10]" in out
+    assert "call: [2. 2.]" in out
+    assert "CallbackException from ValueError('bad value')" in out
