@@ -52,8 +52,8 @@ typedef struct outq {
     pthread_t thread;
 } outq;
 
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-static outq *queues; /* oly_device_count() of them, made once */
+static pthread_mutex_t init_mu = PTHREAD_MUTEX_INITIALIZER;
+static outq *_Atomic queues; /* oly_device_count() of them, made once */
 static int n_queues;
 static _Atomic size_t capacity = 256000000;
 static _Thread_local outq *receiving; /* the queue whose receiver this thread is */
@@ -81,23 +81,32 @@ void oly_set_blocking_hooks(void *(*enter)(void), void (*leave)(void *))
     atomic_store(&hook_leave, leave);
 }
 
-static void init_queues(void)
+/* Makes the queues on first use; a failed allocation is retried next time. */
+static oly_status init_queues(void)
 {
-    int n = oly_device_count();
-    outq *q = oly__calloc((size_t)n, sizeof *q);
-    if (!q) return;
-    for (int i = 0; i < n; i++) {
-        pthread_mutex_init(&q[i].mu, NULL);
-        pthread_cond_init(&q[i].changed, NULL);
+    if (atomic_load(&queues)) return OLY_OK;
+    pthread_mutex_lock(&init_mu);
+    if (!atomic_load(&queues)) {
+        int n = oly_device_count();
+        outq *q = oly__calloc((size_t)n, sizeof *q);
+        for (int i = 0; q && i < n; i++) {
+            pthread_mutex_init(&q[i].mu, NULL);
+            pthread_cond_init(&q[i].changed, NULL);
+        }
+        if (q) {
+            n_queues = n;
+            atomic_store(&queues, q);
+        }
     }
-    queues = q;
-    n_queues = n;
+    pthread_mutex_unlock(&init_mu);
+    return atomic_load(&queues)
+               ? OLY_OK
+               : oly__error(OLY_ERR_NOMEM, "outfeed: out of memory making the device queues");
 }
 
 static oly_status get_queue(int device, outq **out)
 {
-    pthread_once(&once, init_queues);
-    if (!queues) return oly__error(OLY_ERR_NOMEM, "outfeed: out of memory making the device queues");
+    OLY_TRY(init_queues());
     if (device < 0 || device >= n_queues)
         return oly__error(OLY_ERR_INVALID, "outfeed: device %d out of range [0, %d)", device,
                           n_queues);
@@ -291,7 +300,10 @@ oly_status oly_outfeed_send(int device, oly_host_fn *fn, const char *transforms,
 
 oly_status oly_outfeed_barrier(void)
 {
-    pthread_once(&once, init_queues);
+    if (init_queues() != OLY_OK) {
+        oly__error_forget(); /* no queue: nothing was sent */
+        return OLY_OK;
+    }
     for (int d = 0; d < n_queues; d++) {
         outq *q = &queues[d];
         bool entered = false;
@@ -327,7 +339,7 @@ oly_status oly_outfeed_barrier(void)
 
 void oly_outfeed_stop(void)
 {
-    pthread_once(&once, init_queues);
+    if (init_queues() != OLY_OK) return; /* no queue: no receiver */
     for (int d = 0; d < n_queues; d++) {
         outq *q = &queues[d];
         if (receiving == q) continue; /* a receiver cannot join itself */

@@ -221,3 +221,33 @@ TEST(outfeed_bad_arguments)
     CHECK_EQ(oly_outfeed_send(0, fn, NULL, NULL, 2), OLY_ERR_INVALID);
     oly_host_fn_release(fn);
 }
+
+/* Every allocation of a send failing in turn: a clean NOMEM, nothing queued,
+ * and the next send works. */
+TEST(outfeed_allocation_failures_are_clean)
+{
+    tap_state s;
+    oly_host_fn *fn = tap_fn(&s);
+    oly_array *x = tu_scalar(OLY_FLOAT32, 5);
+    CHECK_OK(oly_outfeed_barrier());
+    oly_fault_inject_alloc(1L << 40);
+    CHECK_OK(oly_outfeed_send(0, fn, "batch(0)", &x, 1));
+    long used = (1L << 40) - oly_fault_inject_left();
+    oly_fault_inject_alloc(-1);
+    CHECK(used >= 1);
+    int failed = 0;
+    for (long k = 0; k < used; k++) {
+        oly_fault_inject_alloc(k);
+        oly_status st = oly_outfeed_send(0, fn, "batch(0)", &x, 1);
+        oly_fault_inject_alloc(-1);
+        if (st != OLY_OK) {
+            CHECK_EQ(st, OLY_ERR_NOMEM);
+            failed++;
+        }
+    }
+    CHECK(failed >= 1);
+    CHECK_OK(oly_outfeed_barrier());
+    CHECK_EQ(s.calls, 1 + (int)used - failed);
+    oly_array_release(x);
+    oly_host_fn_release(fn);
+}
