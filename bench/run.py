@@ -446,14 +446,12 @@ def _tap_void(arg, transforms):
     """A tap function that does nothing: the row measures the tap's path."""
 
 
-def oly_taps_fori():
-    """N_FORI scalar id_taps from a fori_loop in one jit call; the unit ends
-    when the receiver has called every tap (barrier_wait)."""
-    olympus, jnp = oly()
-    from olympus import lax
+def _tap_side(make, x, ops_per_unit=1, note=""):
+    """Calls of the jitted make(hcb, olympus) on x; a batch ends when the receiver
+    has called every tap of it (barrier_wait)."""
+    olympus, _ = oly()
     from olympus.experimental import host_callback as hcb
-    jf = olympus.jit(lambda v: lax.fori_loop(0, N_FORI, lambda i, w: hcb.id_tap(_tap_void, w), v))
-    x = jnp.float32(0.25)
+    jf = olympus.jit(make(hcb, olympus))
     jf(x)
     hcb.barrier_wait()
 
@@ -461,7 +459,15 @@ def oly_taps_fori():
         for _ in range(n):
             jf(x)
         hcb.barrier_wait()
-    return Side(run, ops_per_unit=N_FORI, note=f"fori_loop of {N_FORI} taps + barrier_wait")
+    return Side(run, ops_per_unit=ops_per_unit, note=note)
+
+
+def oly_taps_fori():
+    """N_FORI scalar id_taps from a fori_loop in one jit call."""
+    _, jnp = oly()
+    return _tap_side(lambda hcb, olympus: lambda v: olympus.lax.fori_loop(
+        0, N_FORI, lambda i, w: hcb.id_tap(_tap_void, w), v), jnp.float32(0.25),
+        ops_per_unit=N_FORI, note=f"fori_loop of {N_FORI} taps + barrier_wait")
 
 
 def floor_void_scalar():
@@ -474,19 +480,10 @@ MIB = np.ones(1 << 18, np.float32)  # 1 MiB
 
 
 def oly_tap_1mib():
-    """One 1 MiB tap per jit call, delivered (barrier_wait per batch)."""
-    olympus, jnp = oly()
-    from olympus.experimental import host_callback as hcb
-    jf = olympus.jit(lambda v: hcb.id_tap(_tap_void, v))
-    x = jnp.asarray(MIB)
-    jf(x)
-    hcb.barrier_wait()
-
-    def run(n):
-        for _ in range(n):
-            jf(x)
-        hcb.barrier_wait()
-    return Side(run, note="GB/s = 1 MiB / time")
+    """One 1 MiB tap per jit call."""
+    _, jnp = oly()
+    return _tap_side(lambda hcb, olympus: lambda v: hcb.id_tap(_tap_void, v), jnp.asarray(MIB),
+                     note="GB/s = 1 MiB / time")
 
 
 def memcpy_1mib():

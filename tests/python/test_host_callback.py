@@ -94,6 +94,13 @@ def test_id_print_format_eager_and_jit():
     assert s.output == "what: x,x^2\n( 3. 9. )\n" * 2
 
 
+def test_id_print_with_device_and_kwargs():
+    s = Stream()
+    olympus.jit(lambda x: hcb.id_print(x, tap_with_device=True, output_stream=s, b=2, a="z"))(
+        jnp.arange(2))
+    assert s.output == f"a: z b: 2 device: {olympus.devices()[0]}\n[0 1]\n"
+
+
 def test_id_print_dict_list_threshold_and_empty_tuple():
     s = Stream()
     hcb.id_print({"b": [jnp.arange(10), 2], "a": ()}, output_stream=s, threshold=2)
@@ -290,6 +297,14 @@ def test_legacy_false_uses_new_callbacks():
         assert float(hcb.call(lambda x: x * 2, 2.0, result_shape=1.0)) == 4.0
         with pytest.raises(NotImplementedError, match="tap_with_device"):
             hcb.id_tap(lambda a, t, device: None, 1.0, tap_with_device=True)
+        pure = hcb.call(lambda x: x + 1, 2.0, result_shape=1.0,
+                        callback_flavor=hcb.CallbackFlavor.PURE)
+        assert float(pure) == 3.0
+        olympus.vmap(lambda x: hcb.id_tap(lambda a, t: seen.append(float(a)), x,
+                                          callback_flavor=hcb.CallbackFlavor.DEBUG))(
+            jnp.arange(2.0))
+        hcb.barrier_wait()
+        assert seen == [(), 0.0, 1.0]  # DEBUG taps once per batch element
         with pytest.raises(NotImplementedError, match="DEBUG"):
             hcb.call(np.sin, 1.0, result_shape=1.0, callback_flavor=hcb.CallbackFlavor.DEBUG)
     finally:
@@ -425,8 +440,6 @@ def tap(x, t, device):
 def worker(thread):
     for d in range(4):
         f = olympus.jit(lambda i: hcb.id_tap(tap, jnp.stack([thread, i]), tap_with_device=True))
-        xs = olympus.device_put(jnp.arange(N // 4), olympus.devices()[d])
-        lax_map = None
         for i in range(N // 4):
             f(olympus.device_put(jnp.int32(i), olympus.devices()[d]))
 ts = [threading.Thread(target=worker, args=(k,)) for k in range(2)]

@@ -48,6 +48,7 @@ typedef struct pyfn {
     const char *kind_seen;
     int kind_debug;    /* debug_callback: the result is ignored */
     int kind_outside;  /* outside_call: fn(*leaves, device=, transforms=) */
+    PyObject *transforms; /* owned: the last transforms text passed (taps repeat it) */
     /* Guarded by the GIL: for the first N_SPARE argument positions, the view
      * of the last call when nobody kept it (refcount 1, base None, layout and
      * flags as made, no weak reference or buffer info): the next call
@@ -89,6 +90,7 @@ static void pyfn_release(void *user)
         PyGILState_STATE g = PyGILState_Ensure();
         Py_XDECREF(u->fn);
         Py_XDECREF(u->in_tree);
+        Py_XDECREF(u->transforms);
         for (int i = 0; i < N_SPARE; i++) Py_XDECREF(u->spare[i]);
         PyGILState_Release(g);
     }
@@ -402,26 +404,35 @@ static __attribute__((noinline)) PyObject *call_tree(pyfn *u, PyObject **argv, i
     return res;
 }
 
-/* outside_call: fn(*leaves, device=<int>, transforms=<str>). */
+/* outside_call: fn(*leaves, device=<int>, transforms=<str>). The transforms
+ * text of the last call is kept as a str: a tap passes the same one each time. */
 static __attribute__((noinline)) PyObject *call_outside(pyfn *u, oly_callback_frame *fr,
                                                         PyObject **argv, int n)
 {
     static PyObject *kwnames;
     if (!kwnames && !(kwnames = Py_BuildValue("(ss)", "device", "transforms"))) return NULL;
-    PyObject **all = PyMem_Malloc(((size_t)n + 2) * sizeof *all);
+    const char *text = fr->transforms ? fr->transforms : "";
+    if (!u->transforms || strcmp(PyUnicode_AsUTF8(u->transforms), text) != 0) {
+        PyObject *t = PyUnicode_FromString(text);
+        if (!t) return NULL;
+        Py_XSETREF(u->transforms, t);
+    }
+    enum { SMALL = 8 };
+    PyObject *small[SMALL + 2];
+    PyObject **all = n <= SMALL ? small : PyMem_Malloc(((size_t)n + 2) * sizeof *all);
     PyObject *dev = PyLong_FromLong(fr->device);
-    PyObject *tr = PyUnicode_FromString(fr->transforms ? fr->transforms : "");
+    PyObject *tr = Py_NewRef(u->transforms); /* a nested call may replace u's */
     PyObject *res = NULL;
     if (!all) PyErr_NoMemory();
-    if (all && dev && tr) {
+    if (all && dev) {
         for (int i = 0; i < n; i++) all[i] = argv[i];
         all[n] = dev;
         all[n + 1] = tr;
         res = PyObject_Vectorcall(u->fn, all, (size_t)n, kwnames);
     }
-    PyMem_Free(all);
+    if (all && all != small) PyMem_Free(all);
     Py_XDECREF(dev);
-    Py_XDECREF(tr);
+    Py_DECREF(tr);
     return res;
 }
 
@@ -605,6 +616,7 @@ static oly_host_fn *host_fn_for(PyObject *fn, PyObject *in_tree, const oly_prim 
     u->kind_seen = NULL;
     u->kind_debug = 0;
     u->kind_outside = 0;
+    u->transforms = NULL;
     for (int i = 0; i < N_SPARE; i++) u->spare[i] = NULL;
     oly_host_fn *hf;
     oly_status s = oly_host_fn_new(name, trampoline, u, pyfn_release, &hf);

@@ -39,6 +39,7 @@ import numpy as np
 import olympus
 from olympus import _core
 from olympus import tree_util
+from olympus._src.callback import _bounded_put
 from olympus._src.config import config
 
 logger = logging.getLogger(__name__)
@@ -120,17 +121,9 @@ class _Caller:
         return flat
 
 
-def _canonical(dtype):
-    dtype = np.dtype(dtype)
-    if not _core.x64_enabled():
-        dtype = {np.dtype("float64"): np.dtype("float32"), np.dtype("int64"): np.dtype("int32"),
-                 np.dtype("uint64"): np.dtype("uint32"),
-                 np.dtype("complex128"): np.dtype("complex64")}.get(dtype, dtype)
-    return dtype
-
+_canonical = _core.canonicalize_dtype  # the dtype after the x64 switch
 
 _callers = {}
-_callers_lock = threading.Lock()
 
 
 def _caller(func, identity, with_device, arg_tree, result_tree, result_avals):
@@ -138,16 +131,13 @@ def _caller(func, identity, with_device, arg_tree, result_tree, result_avals):
     key = (func, identity, with_device, arg_tree, result_tree,
            tuple((tuple(s), str(d)) for s, d in result_avals))
     try:
-        with _callers_lock:
-            hit = _callers.get(key)
-            if hit is None:
-                if len(_callers) > 1024:
-                    _callers.clear()
-                hit = _callers[key] = _Caller(func, identity, with_device, arg_tree,
-                                              result_tree, result_avals)
-        return hit
+        hit = _callers.get(key)
     except TypeError:  # an unhashable function or tree: no reuse
         return _Caller(func, identity, with_device, arg_tree, result_tree, result_avals)
+    if hit is None:
+        hit = _Caller(func, identity, with_device, arg_tree, result_tree, result_avals)
+        _bounded_put(_callers, key, hit)
+    return hit
 
 
 # ---------------------------------------------------------------- the receiver's lifetime
@@ -275,10 +265,6 @@ def id_tap(tap_func, arg, *, result=None, tap_with_device=False, device_index=0,
             "Support for **kwargs in ``id_tap`` has been removed. Instead, pre-apply keyword "
             "arguments, either by using a closure or by passing "
             "``functools.partial(tap_func, **kwargs)``.")
-    if result is not None:
-        flat_results, _ = tree_util.tree_flatten(result)
-        for r in flat_results:
-            _as_operand(r)
     call_res = _call(tap_func, arg, call_with_device=tap_with_device, identity=True,
                      device_index=device_index, callback_flavor=callback_flavor)
     return result if result is not None else call_res
