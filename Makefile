@@ -78,8 +78,11 @@ $(BUILD)/examples/%: examples/c/%.c $(BUILD)/libolympus.a include/olympus.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -o $@ $< $(BUILD)/libolympus.a $(LDLIBS)
 
+# The stream and device tests run again with three devices.
+MULTI_DEVICE_TESTS := stream_
 test-c: $(BUILD)/test_c $(C_EXAMPLES)
 	$(BUILD)/test_c
+	OLYMPUS_NUM_CPU_DEVICES=3 $(BUILD)/test_c $(MULTI_DEVICE_TESTS)
 
 test-python: $(EXT)
 	cd tests/python && PYTHONPATH=$(CURDIR)/python OLYMPUS_EXT_DIR=$(CURDIR)/$(BUILD) $(PY) -m pytest -q -p no:cacheprovider .
@@ -106,6 +109,7 @@ ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize
 asan: deps
 	$(MAKE) BUILD=build-asan SAN="$(ASAN_FLAGS)" OPT=-O1 all build-asan/test_c
 	ASAN_OPTIONS=detect_leaks=1 build-asan/test_c
+	ASAN_OPTIONS=detect_leaks=1 OLYMPUS_NUM_CPU_DEVICES=3 build-asan/test_c $(MULTI_DEVICE_TESTS)
 	cd tests/python && PYTHONPATH=$(CURDIR)/python \
 	  LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 	  ASAN_OPTIONS=detect_leaks=0 OLYMPUS_EXT_DIR=$(CURDIR)/build-asan \
@@ -115,6 +119,7 @@ asan: deps
 tsan: deps
 	$(MAKE) BUILD=build-tsan SAN="-fsanitize=thread" OPT=-O1 build-tsan/test_c
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/test_c
+	TSAN_OPTIONS=halt_on_error=1 OLYMPUS_NUM_CPU_DEVICES=3 build-tsan/test_c $(MULTI_DEVICE_TESTS)
 
 # libFuzzer over the builder, verifier, transforms and executor: the library and
 # tests/fuzz/fuzz_program.c built with clang, ASan and UBSan, run FUZZ_SECONDS.

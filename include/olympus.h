@@ -176,8 +176,12 @@ OLY_API bool oly_array_committed(const oly_array *a);
 /* Where a computation on arrays runs: the device of its committed arrays (all
  * must agree, else INVALID naming two that differ), else device 0. */
 OLY_API oly_status oly_placement(oly_array *const *arrays, int n, int *device, bool *committed);
-/* Wait until the array's producer finished; reports that producer's failure. */
+/* Arrays returned by oly_program_run may be futures: their producer is queued
+ * on a device stream. oly_array_data waits for it; oly_array_wait waits and
+ * reports that producer's failure (the payload goes to the first caller).
+ * oly_array_ready says, without waiting, whether the data is there. */
 OLY_API oly_status oly_array_wait(oly_array *a);
+OLY_API bool oly_array_ready(const oly_array *a);
 
 /* ---------------------------------------------------------------- devices */
 
@@ -564,7 +568,10 @@ OLY_API oly_status oly_program_transpose(oly_program *linear, int n_res, oly_pro
 /* ---------------------------------------------------------------- execution */
 
 /* Runs p on device: compiles on first use (the executable is cached in p).
- * inputs must match the input avals; outputs receives n_out new references. */
+ * inputs must match the input avals; outputs receives n_out new references,
+ * futures when the run was queued on the device's stream (see
+ * oly_dispatch_mode); a queued run's failure is reported by oly_array_wait
+ * on an output, or by oly_effects_barrier when it has none. */
 OLY_API oly_status oly_program_run(oly_program *p, int device, oly_array *const *inputs, int n_in,
                            oly_array **outputs, int n_out);
 
@@ -573,8 +580,28 @@ OLY_API oly_status oly_program_run(oly_program *p, int device, oly_array *const 
 OLY_API oly_status oly_apply(const oly_prim *p, const void *params, oly_array *const *inputs, int n_in,
                      oly_array **outputs, int max_out, int *n_out);
 
-/* Waits until every effect issued so far has run (execution is synchronous
- * today, so this only reports nothing pending). */
+/* Where oly_program_run sends work. Each device has a stream that orders the
+ * runs issued to it. AUTO: a short run goes inline on the calling thread when
+ * its device's stream is idle, else it is queued behind the stream's work and
+ * waited for; a long run (64 MiB written) is queued and its outputs come back
+ * at once as futures (see oly_array_wait). ASYNC: every top-level run is
+ * queued and returns futures. SYNC: like AUTO, but long runs are waited for
+ * too, so every error surfaces at the call. The
+ * default comes from OLYMPUS_ASYNC_DISPATCH (auto | async | sync). A run
+ * issued by a thread already running on that device (a host function) runs
+ * inline, nested, in every mode. */
+typedef enum oly_dispatch_mode {
+    OLY_DISPATCH_AUTO = 0,
+    OLY_DISPATCH_ASYNC = 1,
+    OLY_DISPATCH_SYNC = 2,
+} oly_dispatch_mode;
+OLY_API oly_status oly_set_dispatch_mode(oly_dispatch_mode mode);
+OLY_API oly_dispatch_mode oly_dispatch_mode_get(void);
+
+/* Waits until every run queued so far on every stream has finished (except
+ * on the device the calling thread is running on, whose later work would wait
+ * for it) and reports the first failure of a queued run that had no outputs to
+ * carry it. */
 OLY_API oly_status oly_effects_barrier(void);
 
 #ifdef __cplusplus

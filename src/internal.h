@@ -32,6 +32,22 @@ oly_status oly__error_prefix(oly_status status, const char *fmt, ...)
 #endif
     ;
 
+/* A failure kept for later (a queued computation's, a tap's): the status, the
+ * message and the payload of the thread that failed. Zero-initialised = none. */
+typedef struct oly_failure {
+    oly_status status;          /* OLY_OK: none kept */
+    char msg[2048];             /* as long as a thread's message */
+    void *payload;              /* owned through free_fn */
+    void (*free_fn)(void *);
+} oly_failure;
+/* Moves this thread's message and payload into f (replacing what f held). */
+void oly__failure_keep(oly_failure *f, oly_status status);
+/* Makes f this thread's error and returns its status; the payload goes with
+ * the first report, later ones carry the message only. */
+oly_status oly__failure_report(oly_failure *f);
+/* Frees f's payload and empties it. */
+void oly__failure_clear(oly_failure *f);
+
 #define OLY_ASSERT(c)                                                                     \
     do {                                                                                  \
         if (!(c)) {                                                                       \
@@ -71,6 +87,26 @@ void oly__arena_free(oly_arena *a); /* accepts NULL */
 void *oly__arena_alloc(oly_arena *a, size_t n);
 char *oly__arena_strdup(oly_arena *a, const char *s);
 
+/* ---------------------------------------------------------------- waiting (src/core/event.c) */
+
+/* A thread about to sleep calls the blocking hook (oly_set_blocking_hooks)
+ * with no lock held, and leaves it after waking. */
+void *oly__blocking_enter(bool *entered);
+void oly__blocking_leave(bool entered, void *token);
+
+/* A one-shot completion: the producer of queued work completes it once; the
+ * arrays it fills wait on it. Refcounted. */
+typedef struct oly_event oly_event;
+oly_event *oly__event_new(void); /* NULL on out of memory */
+oly_event *oly__event_retain(oly_event *e);
+void oly__event_release(oly_event *e); /* accepts NULL */
+bool oly__event_done(const oly_event *e);
+/* Completes e; a failure keeps this thread's message and payload. */
+void oly__event_complete(oly_event *e, oly_status status);
+/* Waits for e (through the blocking hook); _wait also reports its status. */
+void oly__event_sleep(oly_event *e);
+oly_status oly__event_wait(oly_event *e);
+
 /* ---------------------------------------------------------------- buffers and arrays */
 
 typedef struct oly_buffer {
@@ -79,6 +115,9 @@ typedef struct oly_buffer {
     size_t nbytes;
     void (*release)(void *owner);
     void *owner;                /* owned through release */
+    /* Owned; NULL when the data was ready at creation. Set once, before the
+     * buffer is shared, when a queued computation is still to fill it. */
+    oly_event *pending;
 } oly_buffer;
 
 struct oly_array {
@@ -88,6 +127,10 @@ struct oly_array {
     int device;
     bool committed;             /* placed by the user (oly_array_put) or computed from such */
 };
+
+/* Marks a fresh array (not yet shared) as filled by the queued work e
+ * completes; readers wait on e (src/core/array.c). */
+void oly__array_set_pending(oly_array *a, oly_event *e);
 
 /* ---------------------------------------------------------------- host functions */
 

@@ -58,6 +58,20 @@ from . import experimental  # noqa: E402
 
 _array_methods.install()
 
+
+def _drain_device_streams():
+    """At exit, computations still queued on a device run to the end first."""
+    try:
+        _core.effects_barrier()
+    except Exception as e:  # no caller is left to raise to
+        import logging
+        logging.getLogger("olympus").error("a computation queued on a device failed: %s", e)
+
+
+import atexit as _atexit  # noqa: E402
+
+_atexit.register(_drain_device_streams)
+
 __version__ = "0.1.0"
 
 __all__ = [

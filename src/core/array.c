@@ -66,6 +66,7 @@ static oly_buffer *buffer_alloc(size_t nbytes, bool zero)
     b->nbytes = nbytes;
     b->release = NULL;
     b->owner = NULL;
+    b->pending = NULL;
     return b;
 }
 
@@ -75,6 +76,7 @@ static void buffer_release(oly_buffer *b)
 {
     if (!b) return;
     if (atomic_fetch_sub_explicit(&b->refcount, 1, memory_order_acq_rel) != 1) return;
+    oly__event_release(b->pending);
     if (buffer_inline(b)) {
         free(b);
         return;
@@ -129,6 +131,7 @@ static oly_status array_alloc(const oly_aval *aval, bool zero, oly_array **out)
         b->nbytes = nbytes;
         b->release = NULL;
         b->owner = b;
+        b->pending = NULL;
         array_init(&k->a, aval, b, 0);
         *out = &k->a;
         return OLY_OK;
@@ -201,6 +204,7 @@ oly_status oly_array_wrap(const oly_aval *aval, void *data, void (*release)(void
     /* Caller memory is never freed here: with no release it stays the caller's. */
     b->release = release ? release : release_nothing;
     b->owner = owner;
+    b->pending = NULL;
     array_init(a, aval, b, 0);
     *out = a;
     return OLY_OK;
@@ -282,12 +286,29 @@ void oly_array_release(oly_array *a)
 }
 
 const oly_aval *oly_array_aval(const oly_array *a) { return &a->aval; }
-const void *oly_array_data(const oly_array *a) { return a->buf->data; }
+/* Reading an array whose producer is still queued waits for it; a failure is
+ * reported by oly_array_wait, which the host language calls before reading. */
+const void *oly_array_data(const oly_array *a)
+{
+    if (a->buf->pending) oly__event_sleep(a->buf->pending);
+    return a->buf->data;
+}
 void *oly_array_mutable_data(oly_array *a) { return a->buf->data; }
 int oly_array_device(const oly_array *a) { return a->device; }
 
 oly_status oly_array_wait(oly_array *a)
 {
-    (void)a; /* execution is synchronous: every array is ready when returned */
-    return OLY_OK;
+    if (!a) return oly__error(OLY_ERR_INVALID, "oly_array_wait: array is NULL");
+    return a->buf->pending ? oly__event_wait(a->buf->pending) : OLY_OK;
+}
+
+bool oly_array_ready(const oly_array *a)
+{
+    return !a->buf->pending || oly__event_done(a->buf->pending);
+}
+
+void oly__array_set_pending(oly_array *a, oly_event *e)
+{
+    OLY_ASSERT(!a->buf->pending);
+    a->buf->pending = oly__event_retain(e);
 }

@@ -90,3 +90,28 @@ void oly_error_clear(void)
     message[0] = '\0';
     oly_error_set_payload(NULL, NULL);
 }
+
+void oly__failure_keep(oly_failure *f, oly_status status)
+{
+    void (*old_free)(void *) = f->free_fn;
+    void *old = f->payload;
+    f->status = status;
+    snprintf(f->msg, sizeof f->msg, "%s", message);
+    f->payload = oly_error_take_payload(&f->free_fn);
+    if (old && old_free) old_free(old);
+}
+
+oly_status oly__failure_report(oly_failure *f)
+{
+    oly_status st = oly__error(f->status, "%s", f->msg);
+    if (f->payload) oly_error_set_payload(f->payload, f->free_fn);
+    f->payload = NULL;
+    f->free_fn = NULL;
+    return st;
+}
+
+void oly__failure_clear(oly_failure *f)
+{
+    if (f->payload && f->free_fn) f->free_fn(f->payload);
+    *f = (oly_failure){0};
+}

@@ -59,13 +59,8 @@ static _Atomic size_t capacity = 256000000;
 static _Thread_local outq *receiving; /* the queue whose receiver this thread is */
 
 static pthread_mutex_t failure_mu = PTHREAD_MUTEX_INITIALIZER;
-static bool failed;
-static char failure_msg[1024];
-static void *failure_payload;
-static void (*failure_free)(void *);
+static oly_failure failure; /* under failure_mu */
 
-static void *(*_Atomic hook_enter)(void);
-static void (*_Atomic hook_leave)(void *);
 static void *(*_Atomic host_acquire)(void);
 static void (*_Atomic host_release)(void *);
 
@@ -73,12 +68,6 @@ void oly_set_host_lock_hooks(void *(*acquire)(void), void (*release)(void *))
 {
     atomic_store(&host_acquire, acquire);
     atomic_store(&host_release, release);
-}
-
-void oly_set_blocking_hooks(void *(*enter)(void), void (*leave)(void *))
-{
-    atomic_store(&hook_enter, enter);
-    atomic_store(&hook_leave, leave);
 }
 
 /* Makes the queues on first use; a failed allocation is retried next time. */
@@ -116,27 +105,21 @@ static oly_status get_queue(int device, outq **out)
 
 /* Waits on q->changed with q->mu held; the first wait of a caller leaves the
  * blocking hook (releasing, say, the GIL) with q->mu dropped meanwhile. *token
- * starts as NULL and *entered as false; call leave_blocking after unlocking. */
+ * starts as NULL and *entered as false; call oly__blocking_leave after unlocking. */
 static void wait_changed(outq *q, bool *entered, void **token)
 {
-    void *(*enter)(void) = atomic_load(&hook_enter);
-    if (!*entered && enter) {
-        *entered = true;
+    if (!*entered) {
         pthread_mutex_unlock(&q->mu);
-        *token = enter();
+        *token = oly__blocking_enter(entered);
+        *entered = true; /* asked once, hook or not */
         pthread_mutex_lock(&q->mu);
-        return; /* the caller re-checks its condition before waiting */
+        return; /* the lock was dropped: the caller re-checks its condition first */
     }
     q->waiters++;
     pthread_cond_wait(&q->changed, &q->mu);
     q->waiters--;
 }
 
-static void leave_blocking(bool entered, void *token)
-{
-    void (*leave)(void *) = atomic_load(&hook_leave);
-    if (entered && leave) leave(token);
-}
 
 static void record_free(record *r)
 {
@@ -146,21 +129,15 @@ static void record_free(record *r)
 }
 
 /* Keeps the failure the calling thread's error state describes. */
-static void keep_failure(void)
+static void keep_failure(oly_status st)
 {
-    void (*free_fn)(void *) = NULL;
-    void *p = oly_error_take_payload(&free_fn);
-    void *old = NULL;
-    void (*old_free)(void *) = NULL;
+    oly_failure f = {0};
+    oly__failure_keep(&f, st); /* outside the lock: freeing a payload may run host code */
     pthread_mutex_lock(&failure_mu);
-    old = failure_payload;
-    old_free = failure_free;
-    failed = true;
-    snprintf(failure_msg, sizeof failure_msg, "%s", oly_last_error());
-    failure_payload = p;
-    failure_free = free_fn;
+    oly_failure old = failure;
+    failure = f;
     pthread_mutex_unlock(&failure_mu);
-    if (old && old_free) old_free(old);
+    oly__failure_clear(&old);
 }
 
 static void consume(int device, record *r)
@@ -180,7 +157,7 @@ static void consume(int device, record *r)
         if (!*oly_last_error())
             oly__error(st, "outside_call: tap function %s failed with %s", oly_host_fn_name(r->fn),
                        oly_status_name(st));
-        keep_failure();
+        keep_failure(st);
     }
 }
 
@@ -293,7 +270,7 @@ oly_status oly_outfeed_send(int device, oly_host_fn *fn, const char *transforms,
         if (q->receiver_waits) pthread_cond_broadcast(&q->changed);
     }
     pthread_mutex_unlock(&q->mu);
-    leave_blocking(entered, token);
+    oly__blocking_leave(entered, token);
     if (st != OLY_OK) record_free(r);
     return st;
 }
@@ -313,7 +290,7 @@ oly_status oly_outfeed_barrier(void)
         bool self = receiving == q && q->done < target;
         while (!self && q->done < target) wait_changed(q, &entered, &token);
         pthread_mutex_unlock(&q->mu);
-        leave_blocking(entered, token);
+        oly__blocking_leave(entered, token);
         if (self)
             return oly__error(OLY_ERR_INVALID,
                               "barrier_wait: called from a tap function on device %d's receiver "
@@ -322,19 +299,11 @@ oly_status oly_outfeed_barrier(void)
                               d);
     }
     pthread_mutex_lock(&failure_mu);
-    bool f = failed;
-    char msg[sizeof failure_msg];
-    void *p = failure_payload;
-    void (*free_fn)(void *) = failure_free;
-    memcpy(msg, failure_msg, sizeof msg);
-    failed = false;
-    failure_payload = NULL;
-    failure_free = NULL;
+    oly_failure f = failure;
+    failure = (oly_failure){0};
     pthread_mutex_unlock(&failure_mu);
-    if (!f) return OLY_OK;
-    oly_status st = oly__error(OLY_ERR_CALLBACK, "%s", msg);
-    if (p) oly_error_set_payload(p, free_fn);
-    return st;
+    if (f.status == OLY_OK) return OLY_OK;
+    return oly__failure_report(&f);
 }
 
 void oly_outfeed_stop(void)
@@ -353,13 +322,9 @@ void oly_outfeed_stop(void)
         }
         pthread_mutex_unlock(&q->mu);
         if (!join) continue;
-        void *(*enter)(void) = atomic_load(&hook_enter);
-        if (enter) {
-            entered = true;
-            token = enter();
-        }
+        token = oly__blocking_enter(&entered);
         pthread_join(q->thread, NULL);
-        leave_blocking(entered, token);
+        oly__blocking_leave(entered, token);
         pthread_mutex_lock(&q->mu);
         q->started = false;
         q->stopping = false;

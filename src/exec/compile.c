@@ -310,6 +310,14 @@ static oly_status compile(oly_program *p, oly_exe **out)
                 (oly_own){p->in[i]->id, i, &p->in[i]->aval, oly_aval_nbytes(&p->in[i]->aval)};
     for (int i = 0; i < exe->n_own_all; i++) own_bytes += round_up(exe->own[i].nbytes);
     exe->pool = exe->scratch_bytes + own_bytes <= OLY_EXEC_POOL_BYTES;
+    if (exe->pool) {
+        int n = oly_device_count();
+        if (!(exe->spare = oly__calloc((size_t)n, sizeof *exe->spare))) {
+            st = OLY_ERR_NOMEM;
+            goto fail;
+        }
+        exe->n_spare = n;
+    }
 
     /* Program outputs: written in place, or copied at the end of the run. */
     for (int k = 0; k < p->n_out; k++) {
@@ -324,7 +332,9 @@ static oly_status compile(oly_program *p, oly_exe **out)
         }
         exe->out_aval[k] = oly__atom_aval(a);
         exe->out_src[k].nbytes = oly_aval_nbytes(&exe->out_aval[k]);
+        exe->cost_bytes += exe->out_src[k].nbytes;
     }
+    exe->cost_bytes += exe->sum_intermediate_bytes;
 
     exe->n_slots = nv + (uint32_t)exe->n_lit;
 

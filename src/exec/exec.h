@@ -79,9 +79,15 @@ struct oly_exe {
     int n_out_loc;              /* vars with OLY_LOC_OUT */
     uint32_t *out_loc_var;      /* owned, n_out_loc */
     bool pool;                  /* small enough to keep a spare run state */
-    _Atomic(void *) spare;      /* owned: a run state for the next run (run.c), or NULL */
+    /* Owned, n_spare (one per device) when pool: a run state kept for the next
+     * run on that device (run.c), or NULL. Only the thread running on a device
+     * touches its slot: src/rt's streams give one thread a device at a time, and
+     * nested runs stay on that thread. */
+    void **spare;
+    int n_spare;
     size_t scratch_bytes;       /* peak of the buffer plan */
     size_t sum_intermediate_bytes; /* what the plan would need without reuse */
+    size_t cost_bytes;          /* a run writes this much: outputs + intermediates */
     int max_in, max_out;        /* largest arity of any step */
     int *refs;                  /* owned: storage behind the steps' int arrays */
     size_t n_refs;              /* entries in refs */
@@ -113,6 +119,15 @@ void oly__exec_drop_spare(oly_exe *exe);
  * callback consumes an input; without them such inputs are copied. */
 oly_status oly__exec_run(oly_run *parent, const oly_exe *exe, int device, const void *const *in,
                          oly_array *const *in_arrays, void *const *out);
+
+/* oly_program_run's halves (the runtime, src/rt, decides where the run goes).
+ * _begin checks the call, finds the executable and makes the outputs (device
+ * and committed set, data not yet written); _run_arrays waits for inputs still
+ * being computed (reporting their failure) and runs exe at top level. */
+oly_status oly__exec_begin(oly_program *p, int device, oly_array *const *inputs, int n_in,
+                           oly_array **outputs, int n_out, const oly_exe **exe);
+oly_status oly__exec_run_arrays(const oly_exe *exe, int device, oly_array *const *inputs,
+                                oly_array *const *outputs);
 
 /* The ops kernels run nested programs with (oly_kernel_ctx.exec; run.c). */
 extern const oly_exec_ops oly__exec_ops;

@@ -15,14 +15,15 @@ static _Thread_local int thread_depth;
 /* The state of one run: value tables, every step's kernel context with its
  * pointer tables, scratch, and the arrays the run holds (OWN vars and input
  * copies), in one allocation plus the scratch block. A run takes the
- * executable's spare state (atomic exchange) and puts it back when done, so a
+ * executable's spare state for its device and puts it back when done, so a
  * steady stream of runs allocates nothing and resolves almost nothing: the
  * contexts already point at the scratch, constants, literals and held arrays,
  * and only the references to inputs and in-place outputs (exe->patch) are
  * refreshed. A held array is reused only when nobody else kept it (its
  * refcount, and its buffer's, back to 1); one a host function kept is dropped
- * and replaced by a fresh one at the next run. Nested or concurrent runs of
- * one executable find no spare and use a state of their own. */
+ * and replaced by a fresh one at the next run. A nested run of the same
+ * executable finds no spare and uses a state of its own. Only the thread
+ * running on a device touches that device's spare (see exec.h). */
 typedef struct run_state {
     oly_run run;                /* this run; every ctx[i].run points here */
     oly_kernel_ctx *ctx;        /* n_step */
@@ -49,8 +50,10 @@ static void state_free(run_state *rs, int n_own_all)
 
 void oly__exec_drop_spare(oly_exe *exe)
 {
-    run_state *rs = atomic_exchange_explicit(&exe->spare, NULL, memory_order_acquire);
-    state_free(rs, exe->n_own_all);
+    for (int d = 0; d < exe->n_spare; d++) state_free(exe->spare[d], exe->n_own_all);
+    free(exe->spare);
+    exe->spare = NULL;
+    exe->n_spare = 0;
 }
 
 /* A new state with the run-independent slots filled (scratch vars, constants,
@@ -131,27 +134,27 @@ static bool sole_owner(oly_array *a)
  * nested in parent at depth. */
 static run_state *state_take(const oly_exe *exe, const oly_run *parent, int device, int depth)
 {
-    oly_exe *mut = (oly_exe *)exe; /* the spare slot is the only field runs write */
-    run_state *rs = exe->pool ? atomic_exchange_explicit(&mut->spare, NULL, memory_order_acquire)
-                              : NULL;
+    run_state *rs = NULL;
+    if (exe->pool) { /* the spare slot is the only field runs write */
+        rs = exe->spare[device];
+        exe->spare[device] = NULL;
+    }
     if (!rs && !(rs = state_new(exe))) return NULL;
     rs->run = (oly_run){parent, device, depth};
-    if (rs->ctx_device != device) { /* rare: the same program run on another device */
+    if (rs->ctx_device != device) { /* rare: the same state used on another device */
         for (int i = 0; i < exe->n_step; i++) rs->ctx[i].device = device;
         rs->ctx_device = device;
     }
     return rs;
 }
 
-/* Gives rs back as exe's spare, or frees it when there is one already. */
+/* Gives rs back as exe's spare on its device, or frees it when there is one
+ * already (a nested run of the same program). */
 static void state_put(const oly_exe *exe, run_state *rs)
 {
-    oly_exe *mut = (oly_exe *)exe;
-    void *expected = NULL;
-    if (!exe->pool || !atomic_compare_exchange_strong_explicit(&mut->spare, &expected, rs,
-                                                               memory_order_release,
-                                                               memory_order_relaxed))
-        state_free(rs, exe->n_own_all);
+    int device = rs->run.device;
+    if (exe->pool && !exe->spare[device]) exe->spare[device] = rs;
+    else state_free(rs, exe->n_own_all);
 }
 
 static oly_status depth_error(void)
@@ -343,8 +346,8 @@ static oly_status check_input(const oly_program *p, int i, const oly_array *a)
                       "input %d: expected %s, got %s", i, w, g);
 }
 
-oly_status oly_program_run(oly_program *p, int device, oly_array *const *inputs, int n_in,
-                           oly_array **outputs, int n_out)
+oly_status oly__exec_begin(oly_program *p, int device, oly_array *const *inputs, int n_in,
+                           oly_array **outputs, int n_out, const oly_exe **exe)
 {
     if (!p) return oly__error(OLY_ERR_INVALID, "oly_program_run: program is NULL");
     if (device < 0 || device >= oly_device_count())
@@ -358,49 +361,50 @@ oly_status oly_program_run(oly_program *p, int device, oly_array *const *inputs,
                           "oly_program_run: program has %d outputs, room given for %d", p->n_out,
                           n_out);
     if (n_in > 0 && !inputs) return oly__error(OLY_ERR_INVALID, "oly_program_run: inputs is NULL");
-    if (n_out > 0 && !outputs)
-        return oly__error(OLY_ERR_INVALID, "oly_program_run: outputs is NULL");
     bool committed = false;
     for (int i = 0; i < n_in; i++) {
         OLY_TRY(check_input(p, i, inputs[i]));
         committed |= inputs[i]->committed;
     }
+    OLY_TRY(oly__exec_get(p, exe));
+    for (int k = 0; k < n_out; k++) {
+        oly_status st = oly__array_new_uninit(&(*exe)->out_aval[k], &outputs[k]);
+        if (st != OLY_OK) {
+            while (k-- > 0) {
+                oly_array_release(outputs[k]);
+                outputs[k] = NULL;
+            }
+            return st;
+        }
+        outputs[k]->device = device;
+        outputs[k]->committed = committed;
+    }
+    return OLY_OK;
+}
 
-    const oly_exe *exe;
-    OLY_TRY(oly__exec_get(p, &exe));
-
-    oly_status st = OLY_OK;
+oly_status oly__exec_run_arrays(const oly_exe *exe, int device, oly_array *const *inputs,
+                                oly_array *const *outputs)
+{
+    int n_in = exe->prog->n_in, n_out = exe->prog->n_out;
+    for (int i = 0; i < n_in; i++)
+        if (inputs[i]->buf->pending) {
+            oly_status st = oly_array_wait(inputs[i]);
+            if (st != OLY_OK)
+                return oly__error_prefix(st, "input %d was computed by a computation that failed",
+                                         i);
+        }
     enum { SMALL = 8 };
     const void *in_small[SMALL];
     void *out_small[SMALL];
-    oly_array *res_small[SMALL] = {0};
     const void **in = n_in <= SMALL ? in_small : oly__malloc((size_t)n_in * sizeof *in);
     void **out = n_out <= SMALL ? out_small : oly__malloc((size_t)n_out * sizeof *out);
-    oly_array **res = n_out <= SMALL ? res_small : oly__calloc((size_t)n_out, sizeof *res);
-    if (!in || !out || !res) {
-        st = OLY_ERR_NOMEM;
-        goto done;
+    oly_status st = OLY_ERR_NOMEM;
+    if (in && out) {
+        for (int i = 0; i < n_in; i++) in[i] = inputs[i]->buf->data;
+        for (int k = 0; k < n_out; k++) out[k] = outputs[k]->buf->data;
+        st = oly__exec_run(NULL, exe, device, in, inputs, out);
     }
-    for (int i = 0; i < n_in; i++) in[i] = oly_array_data(inputs[i]);
-    for (int k = 0; k < n_out; k++) {
-        if ((st = oly__array_new_uninit(&exe->out_aval[k], &res[k])) != OLY_OK) goto done;
-        res[k]->device = device;
-        res[k]->committed = committed;
-        out[k] = oly_array_mutable_data(res[k]);
-    }
-    st = oly__exec_run(NULL, exe, device, in, inputs, out);
-    if (st == OLY_OK) {
-        for (int k = 0; k < n_out; k++) {
-            outputs[k] = res[k];
-            res[k] = NULL;
-        }
-    }
-
-done:
-    if (res)
-        for (int k = 0; k < n_out; k++) oly_array_release(res[k]);
     if (in != in_small) free(in);
     if (out != out_small) free(out);
-    if (res != res_small) free(res);
     return st;
 }

@@ -578,6 +578,11 @@ static PyObject *Array_block_until_ready(PyObject *self, PyObject *Py_UNUSED(a))
     return Py_NewRef(self);
 }
 
+static PyObject *Array_is_ready(PyObject *self, PyObject *Py_UNUSED(a))
+{
+    return PyBool_FromLong(oly_array_ready(ARR(self)));
+}
+
 /* The single element of a size-1 array (what converts to a Python scalar). */
 static int single_value(PyObject *self, const char *what, oly_scalar *out)
 {
@@ -749,6 +754,8 @@ static PyMethodDef Array_methods[] = {
      "__array__(dtype=None, copy=None): a read-only NumPy view (zero-copy)"},
     {"block_until_ready", Array_block_until_ready, METH_NOARGS,
      "block_until_ready(): wait until the value is computed; returns self"},
+    {"is_ready", Array_is_ready, METH_NOARGS,
+     "is_ready(): whether the value is computed (False while its computation is queued)"},
     {"__complex__", Array_complex, METH_NOARGS, "complex(a) of a size-1 array"},
     {"__copy__", Array_self, METH_NOARGS, "arrays are immutable: returns self"},
     {"__deepcopy__", (PyCFunction)(void (*)(void))Array_self, METH_O,

@@ -99,6 +99,27 @@ static PyObject *py_effects_barrier(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(
     Py_RETURN_NONE;
 }
 
+static const char *const dispatch_modes[] = {"auto", "async", "sync"};
+
+static PyObject *py_set_dispatch_mode(PyObject *Py_UNUSED(m), PyObject *arg)
+{
+    const char *name = PyUnicode_Check(arg) ? PyUnicode_AsUTF8(arg) : NULL;
+    for (int i = 0; name && i < 3; i++)
+        if (!strcmp(name, dispatch_modes[i])) {
+            oly_set_dispatch_mode((oly_dispatch_mode)i);
+            Py_RETURN_NONE;
+        }
+    if (PyErr_Occurred()) return NULL;
+    PyErr_Format(PyExc_ValueError,
+                 "olympus_async_dispatch must be 'auto', 'async' or 'sync', got %R", arg);
+    return NULL;
+}
+
+static PyObject *py_dispatch_mode(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
+{
+    return PyUnicode_FromString(dispatch_modes[oly_dispatch_mode_get()]);
+}
+
 static PyObject *py_set_device_count(PyObject *Py_UNUSED(m), PyObject *arg)
 {
     long n = PyLong_AsLong(arg);
@@ -152,7 +173,11 @@ static PyMethodDef module_methods[] = {
     {"set_x64", py_set_x64, METH_O, "set_x64(on): switch 64-bit default types on or off"},
     {"x64_enabled", py_x64_enabled, METH_NOARGS, "x64_enabled() -> bool"},
     {"effects_barrier", py_effects_barrier, METH_NOARGS,
-     "effects_barrier(): wait until every effect issued so far has run"},
+     "effects_barrier(): wait until every computation queued on a device stream has run;\n"
+     "raise the first failure of one that had no outputs to carry it"},
+    {"set_dispatch_mode", py_set_dispatch_mode, METH_O,
+     "set_dispatch_mode('auto' | 'async' | 'sync'): see olympus.config's olympus_async_dispatch"},
+    {"dispatch_mode", py_dispatch_mode, METH_NOARGS, "dispatch_mode() -> 'auto' | 'async' | 'sync'"},
     {"device_count", py_device_count, METH_NOARGS, "device_count() -> number of CPU devices"},
     {"set_device_count", py_set_device_count, METH_O,
      "set_device_count(n): the number of CPU devices, before they are first used"},

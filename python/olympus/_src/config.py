@@ -29,6 +29,14 @@ class Config:
     4096; 0 keeps none); past it the least recently used go first.
     olympus_num_cpu_devices: the number of CPU devices (OLYMPUS_NUM_CPU_DEVICES,
     default 1); settable only before the devices are first used.
+    olympus_async_dispatch: where a computation goes (OLYMPUS_ASYNC_DISPATCH).
+    "auto" (default): short work runs at once on the calling thread when its
+    device is idle, or waits its turn behind the device's queued work; long
+    work (64 MiB written) is queued and returns at once, its results computed
+    in the background (reading one waits; an error surfaces there).
+    "async": every jitted or eager computation returns at once that way.
+    "sync": every call waits for its results, so every error surfaces at the
+    call.
     olympus_host_callback_inline, olympus_host_callback_max_queue_byte_size,
     olympus_host_callback_outfeed, olympus_host_callback_legacy: see
     olympus.experimental.host_callback (each with its OLYMPUS_HOST_CALLBACK_*
@@ -36,6 +44,7 @@ class Config:
     """
 
     _names = ("olympus_enable_x64", "olympus_jit_cache_size", "olympus_num_cpu_devices",
+              "olympus_async_dispatch",
               "olympus_host_callback_inline", "olympus_host_callback_max_queue_byte_size",
               "olympus_host_callback_outfeed", "olympus_host_callback_legacy")
 
@@ -56,6 +65,8 @@ class Config:
             _core.set_jit_cache_size(value)
         elif name == "olympus_num_cpu_devices":
             _core.set_device_count(value)
+        elif name == "olympus_async_dispatch":
+            _core.set_dispatch_mode(value)
         elif name == "olympus_host_callback_max_queue_byte_size":
             _core.outfeed_set_capacity(int(value))
         elif name in self._flags:
@@ -70,6 +81,8 @@ class Config:
             return _core.jit_cache_size()
         if name == "olympus_num_cpu_devices":
             return int(_core.device_count())
+        if name == "olympus_async_dispatch":
+            return _core.dispatch_mode()
         if name == "olympus_host_callback_max_queue_byte_size":
             return int(_core.outfeed_capacity())
         flags = object.__getattribute__(self, "_flags")

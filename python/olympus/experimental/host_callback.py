@@ -302,8 +302,8 @@ def barrier_wait(logging_name=None):
     thread, has been processed; then raises `CallbackException` if a tap
     function raised since the previous barrier (chained to that exception)."""
     logger.debug("barrier_wait[%s]: waiting for the taps", logging_name)
+    olympus.effects_barrier()  # programs still queued on a device send their taps first
     if not config.olympus_host_callback_legacy:
-        olympus.effects_barrier()
         return
     try:
         _core.outfeed_barrier()
