@@ -678,3 +678,16 @@ def test_aliased_update_in_a_loop_keeps_the_carry_right():
         want = 2 * (want + 1)
     np.testing.assert_array_equal(np.asarray(r), want)
     np.testing.assert_array_equal(np.asarray(x), np.zeros(4))
+
+
+def test_empty_buffers_are_usable_during_the_call():
+    seen = []
+
+    def cb(ctx, out, x):
+        o = np.asarray(out)
+        seen.append((out.valid, o.shape, np.asarray(x).shape, out.shape))
+
+    f = buffer_callback(cb, SDS((0, 3), f32), has_side_effect=True)
+    r = olympus.jit(f)(jnp.ones((2, 0)))
+    assert r.shape == (0, 3)
+    assert seen == [(True, (0, 3), (2, 0), (0, 3))]

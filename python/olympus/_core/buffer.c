@@ -46,6 +46,7 @@ typedef struct BufferObject {
     PyObject_HEAD
     void *data;                 /* borrowed from the run while the callback runs; NULL after */
     oly_aval aval;
+    int live;                   /* the callback is running: data may be used */
     int writeable;
     int index;                  /* position in the call: outputs, then inputs (messages) */
     int n_out;                  /* outputs in the call: index < n_out is an output */
@@ -86,7 +87,7 @@ static int Buffer_getbuffer(PyObject *self, Py_buffer *view, int flags)
 {
     BufferObject *b = BUF(self);
     view->obj = NULL;
-    if (!b->data) {
+    if (!b->live) {
         PyErr_SetString(PyExc_ValueError, INVALID);
         return -1;
     }
@@ -167,7 +168,7 @@ static PyObject *Buffer_get_writeable(PyObject *self, void *Py_UNUSED(c))
 
 static PyObject *Buffer_get_valid(PyObject *self, void *Py_UNUSED(c))
 {
-    return PyBool_FromLong(BUF(self)->data != NULL);
+    return PyBool_FromLong(BUF(self)->live);
 }
 
 static PyObject *Buffer_repr(PyObject *self)
@@ -178,7 +179,7 @@ static PyObject *Buffer_repr(PyObject *self)
     PyObject *r = PyUnicode_FromFormat("Buffer(shape=%R, dtype=%s, writeable=%s%s)", shape,
                                        oly_dtype_name(b->aval.dtype),
                                        b->writeable ? "True" : "False",
-                                       b->data ? "" : ", released");
+                                       b->live ? "" : ", released");
     Py_DECREF(shape);
     return r;
 }
@@ -192,7 +193,7 @@ static PyObject *Buffer_array(PyObject *self, PyObject *args, PyObject *kw)
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|OO:__array__", kwlist, &dtype, &copy))
         return NULL;
     BufferObject *b = BUF(self);
-    if (!b->data) {
+    if (!b->live) {
         PyErr_SetString(PyExc_ValueError, INVALID);
         return NULL;
     }
@@ -318,7 +319,7 @@ static PyObject *Buffer_dlpack(PyObject *self, PyObject *args, PyObject *kw)
                                      &max_version, &dl_dev, &copy))
         return NULL;
     BufferObject *b = BUF(self);
-    if (!b->data) {
+    if (!b->live) {
         PyErr_SetString(PyExc_ValueError, INVALID);
         return NULL;
     }
@@ -513,6 +514,7 @@ static inline PyObject *buffer_take(bcfn *u, int k, int n_out, void *data, const
     }
     BufferObject *b = BUF(o);
     b->data = data;
+    b->live = 1;
     b->aval = *aval;
     b->writeable = k < n_out;
     b->index = k;
@@ -553,6 +555,7 @@ static int release_buffers(bcfn *u, PyObject **bufs, int n, int rc)
 {
     int escaped = -1;
     for (int k = 0; k < n; k++) {
+        BUF(bufs[k])->live = 0;
         BUF(bufs[k])->data = NULL;
         if (escaped < 0 && BUF(bufs[k])->exports > 0) escaped = k;
     }
