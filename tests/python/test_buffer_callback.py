@@ -691,3 +691,32 @@ def test_empty_buffers_are_usable_during_the_call():
     r = olympus.jit(f)(jnp.ones((2, 0)))
     assert r.shape == (0, 3)
     assert seen == [(True, (0, 3), (2, 0), (0, 3))]
+
+
+def test_calls_from_two_threads():
+    import threading
+
+    def cb(ctx, out, x):
+        o = np.asarray(out)
+        o[...] = np.asarray(x)
+        sum(range(50))  # room for the GIL to move to the other thread mid-call
+        o *= 2
+
+    f = olympus.jit(buffer_callback(cb, SDS((8,), f32)))
+    errors = []
+
+    def work(seed):
+        try:
+            for i in range(200):
+                x = jnp.full((8,), float(seed * 1000 + i))
+                if not np.array_equal(np.asarray(f(x)), np.full(8, 2.0 * (seed * 1000 + i))):
+                    errors.append((seed, i))
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in (1, 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
