@@ -82,7 +82,8 @@ static oly_status bind_bc(oly_builder *b, oly_host_fn *h, const oly_var *const *
     for (int i = 0; i < n_in; i++) atoms[i] = oly_atom_var((oly_var *)in[i]);
     int64_t n = 5;
     oly_aval ra[4];
-    for (int k = 0; k < n_res; k++) ra[k] = n_in ? *oly_var_aval(in[0]) : tu_aval(OLY_FLOAT32, 1, &n);
+    for (int k = 0; k < n_res; k++)
+        ra[k] = n_in ? *oly_var_aval(in[0]) : tu_aval(OLY_FLOAT32, 1, &n);
     oly_params_callback pc = {.callback = h, .result_avals = ra, .n_results = n_res,
                               .has_side_effect = side, .aliases = aliases,
                               .n_aliases = n_aliases};

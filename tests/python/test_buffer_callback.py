@@ -169,8 +169,8 @@ def test_array_protocol_dtype_and_copy():
     x = jnp.arange(4, dtype=jnp.int32)
     r = buffer_callback(cb, SDS.like(x))(x)
     np.testing.assert_array_equal(np.asarray(r), [0, 1, 2, 3])
-    assert seen == {"view": (np.dtype(np.int32), False, True), "cast": (np.dtype(np.float64), False),
-                    "copy": False, "out": True}
+    assert seen == {"view": (np.dtype(np.int32), False, True),
+                    "cast": (np.dtype(np.float64), False), "copy": False, "out": True}
 
 
 def test_dlpack_round_trip():

@@ -264,7 +264,8 @@ typedef struct dl_managed {
     void (*deleter)(struct dl_managed *self);
 } dl_managed;
 
-enum { DL_CPU = 1, DL_INT = 0, DL_UINT = 1, DL_FLOAT = 2, DL_BFLOAT = 4, DL_COMPLEX = 5, DL_BOOL = 6 };
+enum { DL_CPU = 1 };
+enum { DL_INT = 0, DL_UINT = 1, DL_FLOAT = 2, DL_BFLOAT = 4, DL_COMPLEX = 5, DL_BOOL = 6 };
 
 /* One allocation: the managed tensor, then its shape and strides. */
 typedef struct dl_export {
@@ -684,7 +685,8 @@ static int call_python(bcfn *u, oly_callback_frame *fr)
         if (res == Py_None)
             rc = 0;
         else
-            PyErr_SetString(PyExc_ValueError, "buffer_callback callback must not return any values.");
+            PyErr_SetString(PyExc_ValueError,
+                            "buffer_callback callback must not return any values.");
         Py_DECREF(res);
     }
 done:
@@ -895,7 +897,8 @@ static PyObject *py_buffer_callback(PyObject *Py_UNUSED(m), PyObject *args, PyOb
     PyObject *trees[2] = {in_tree, out_tree};
     for (int t = 0; t < 2; t++) {
         if (trees[t] != Py_None && !PyObject_TypeCheck(trees[t], ext_st->PyTreeDef_Type)) {
-            PyErr_Format(PyExc_TypeError, "buffer_callback: %s must be a PyTreeDef or None, got %.200s",
+            PyErr_Format(PyExc_TypeError,
+                         "buffer_callback: %s must be a PyTreeDef or None, got %.200s",
                          t ? "out_tree" : "in_tree", Py_TYPE(trees[t])->tp_name);
             return NULL;
         }
@@ -917,7 +920,8 @@ static PyObject *py_buffer_callback(PyObject *Py_UNUSED(m), PyObject *args, PyOb
         goto done;
     }
     if (in_tree != Py_None && ext_treedef_num_leaves(in_tree) != K) {
-        PyErr_Format(PyExc_ValueError, "buffer_callback: in_tree has %zd leaves, %zd arguments given",
+        PyErr_Format(PyExc_ValueError,
+                     "buffer_callback: in_tree has %zd leaves, %zd arguments given",
                      ext_treedef_num_leaves(in_tree), K);
         goto done;
     }
