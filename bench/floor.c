@@ -8,6 +8,12 @@
  * copy it into the result buffer. Calls are chained (call i+1 gets the result of
  * call i), as in the olympus programs measured beside it.
  *
+ * py_loop_inplace: the C->Python floor of an in-place callback (what
+ * buffer_callback does): the C loop calls fn(None, out, arg) n times, with the
+ * argument and the result buffer wrapped zero-copy as ndarrays (read-only and
+ * writable) and the return value checked to be None. No result to convert or
+ * copy. Calls are chained the same way.
+ *
  * chain: the hand-written C loop for out = sin(x)**2 + cos(x)*y (f32).
  */
 #define PY_SSIZE_T_CLEAN
@@ -83,6 +89,61 @@ fail:
     return NULL;
 }
 
+/* py_loop_inplace(fn, x, n) -> ndarray (the last value in the chain). */
+static PyObject *py_loop_inplace(PyObject *self, PyObject *args)
+{
+    PyObject *fn, *x_obj;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "OOn", &fn, &x_obj, &n)) return NULL;
+    PyArrayObject *x = (PyArrayObject *)PyArray_FROMANY(x_obj, NPY_NOTYPE, 0, 0,
+                                                        NPY_ARRAY_CARRAY_RO);
+    if (!x) return NULL;
+    PyArray_Descr *descr = PyArray_DESCR(x);
+    int nd = PyArray_NDIM(x);
+    npy_intp dims[NPY_MAXDIMS];
+    memcpy(dims, PyArray_DIMS(x), (size_t)nd * sizeof(npy_intp));
+    size_t nbytes = (size_t)PyArray_NBYTES(x);
+    char *buf = PyMem_Malloc(2 * (nbytes ? nbytes : 1));
+    if (!buf) {
+        Py_DECREF(x);
+        return PyErr_NoMemory();
+    }
+    char *cur = buf, *next = buf + (nbytes ? nbytes : 1);
+    memcpy(cur, PyArray_DATA(x), nbytes);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_INCREF(descr);
+        PyObject *arg = PyArray_NewFromDescr(&PyArray_Type, descr, nd, dims, NULL, cur,
+                                             NPY_ARRAY_C_CONTIGUOUS, NULL);
+        Py_INCREF(descr);
+        PyObject *out = arg ? PyArray_NewFromDescr(&PyArray_Type, descr, nd, dims, NULL, next,
+                                                   NPY_ARRAY_CARRAY, NULL)
+                            : NULL;
+        PyObject *argv[3] = {Py_None, out, arg};
+        PyObject *res = out ? PyObject_Vectorcall(fn, argv, 3, NULL) : NULL;
+        Py_XDECREF(arg);
+        Py_XDECREF(out);
+        if (!res) goto fail;
+        Py_DECREF(res);
+        if (res != Py_None) {
+            PyErr_SetString(PyExc_ValueError, "py_loop_inplace: fn must return None");
+            goto fail;
+        }
+        char *t = cur;
+        cur = next;
+        next = t;
+    }
+    Py_INCREF(descr);
+    PyObject *res = PyArray_NewFromDescr(&PyArray_Type, descr, nd, dims, NULL, NULL, 0, NULL);
+    if (res) memcpy(PyArray_DATA((PyArrayObject *)res), cur, nbytes);
+    PyMem_Free(buf);
+    Py_DECREF(x);
+    return res;
+fail:
+    PyMem_Free(buf);
+    Py_DECREF(x);
+    return NULL;
+}
+
 /* chain(x, y, out): out = sin(x)**2 + cos(x)*y over float32 buffers of one size. */
 static PyObject *chain(PyObject *self, PyObject *args)
 {
@@ -119,6 +180,8 @@ done:
 static PyMethodDef methods[] = {
     {"py_loop", py_loop, METH_VARARGS,
      "py_loop(fn, x, n, want_result=True): the C->Python callback floor (n chained calls)."},
+    {"py_loop_inplace", py_loop_inplace, METH_VARARGS,
+     "py_loop_inplace(fn, x, n): the C->Python floor of an in-place callback fn(None, out, x)."},
     {"chain", chain, METH_VARARGS, "chain(x, y, out): out = sin(x)**2 + cos(x)*y (f32)."},
     {NULL, NULL, 0, NULL},
 };

@@ -491,6 +491,80 @@ def memcpy_1mib():
     return Side(lambda n: [np.copyto(out, MIB) for _ in range(n)])
 
 
+# ---------------------------------------------------------------- buffer_callback
+
+def _copy_in_place(ctx, out, x):
+    """The callback of the in-place rows: copies its argument into its output
+    through the buffer protocol (the cheapest way Python code writes 1000 f64
+    in place; Buffer or ndarray alike)."""
+    memoryview(out)[:] = memoryview(x)
+
+
+def _add_one_in_place(ctx, out, x):
+    np.add(np.asarray(x), 1.0, out=np.asarray(out))
+
+
+def _add_one(x):
+    return x + 1.0
+
+
+def _buffer_callback_api():
+    try:
+        from olympus.experimental.buffer_callback import buffer_callback
+    except ImportError as e:
+        raise NotAvailable(f"olympus.experimental.buffer_callback missing: {e}") from None
+    return buffer_callback
+
+
+def oly_buffer_callback(host, case, args, per_jit=False):
+    """buffer_callback(host) chained N_FORI times in a fori_loop (per_jit: one
+    call per jitted call, for large arrays)."""
+    def prepare():
+        olympus, jnp = oly()
+        f = _buffer_callback_api()(host, olympus.ShapeDtypeStruct(case.value.shape,
+                                                                  case.value.dtype))
+        if per_jit:
+            return _one_per_jit(olympus, jnp, f, case.value)
+        return _driver_fori(olympus, jnp, f, case.value)
+    return prepare
+
+
+def oly_pure_same_work(host, case, per_jit=False):
+    """pure_callback(host) on the same chain as oly_buffer_callback."""
+    def prepare():
+        olympus, jnp = oly()
+
+        def one(v):
+            return olympus.pure_callback(host, olympus.ShapeDtypeStruct(v.shape, v.dtype), v)
+        if per_jit:
+            return _one_per_jit(olympus, jnp, one, case.value)
+        return _driver_fori(olympus, jnp, one, case.value)
+    return prepare
+
+
+def _one_per_jit(olympus, jnp, one, x):
+    jf = olympus.jit(one)
+    xa = jnp.asarray(x)
+    jf(xa)
+
+    def run(n):
+        for _ in range(n):
+            jf(xa)
+    return Side(run, result=lambda: np.asarray(jf(xa)), note="1 callback per jit call")
+
+
+def floor_inplace_callback(host, case):
+    def prepare():
+        fl = floor_mod()
+        x = case.value
+        return Side(lambda n: fl.py_loop_inplace(host, x, n),
+                    result=lambda: fl.py_loop_inplace(host, x, 3))
+    return prepare
+
+
+MIB_F32 = Case("f32[262144]", MIB, False)  # 1 MiB
+
+
 # ---------------------------------------------------------------- native host function
 
 def native_results(args):
@@ -696,6 +770,21 @@ def make_rows(args):
                     "C->Python floor", floor_void_scalar, None, "goal >=1M taps/s"))
     rows.append(Row("tap-1MiB-memcpy", "6", "id_tap f32[262144] (1 MiB)", oly_tap_1mib,
                     "memcpy 1 MiB", memcpy_1mib, None, "goal >=2 GB/s"))
+    # 7: buffer_callback: results written in place
+    rows.append(Row("buffer-f64[1000]-floor", "7", "buffer_callback f64[1000] copy in place",
+                    oly_buffer_callback(_copy_in_place, VEC1K, args), "C->Python floor",
+                    floor_callback(VEC1K), 1.0, "<=1.0x floor", x64=True, rtol=1e-6))
+    rows.append(Row("buffer-f64[1000]-inplace", "7", "buffer_callback f64[1000] copy in place",
+                    oly_buffer_callback(_copy_in_place, VEC1K, args), "C->Python in-place floor",
+                    floor_inplace_callback(_copy_in_place, VEC1K), 1.0, "<=1.0x floor",
+                    x64=True, rtol=1e-6))
+    rows.append(Row("buffer-f64[1000]-pure", "7", "buffer_callback f64[1000] x+1 in place",
+                    oly_buffer_callback(_add_one_in_place, VEC1K, args), "pure_callback x+1",
+                    oly_pure_same_work(_add_one, VEC1K), x64=True, rtol=1e-6))
+    rows.append(Row("buffer-1MiB-pure", "7", "buffer_callback f32[262144] x+1 in place",
+                    oly_buffer_callback(_add_one_in_place, MIB_F32, args, per_jit=True),
+                    "pure_callback x+1", oly_pure_same_work(_add_one, MIB_F32, per_jit=True),
+                    rtol=1e-6))
     if args.filter:
         rows = [r for r in rows if args.filter in r.id or args.filter in r.name]
     return rows
@@ -848,7 +937,8 @@ GROUPS = {"1": "1 pure_callback round trip, per callback",
           "2": "2 io_callback / debug.callback round trip, per callback",
           "3": "3 native C host function, per call",
           "4": "4 dispatch, per call",
-          "5": "5 array kernels, per call"}
+          "5": "5 array kernels, per call",
+          "7": "7 buffer_callback round trip, per callback"}
 
 
 def print_table(results, file=sys.stdout):

@@ -196,13 +196,16 @@ OLY_API oly_status oly_set_device_count(int n);
 
 /* What a host function sees when a program calls it. Argument buffers are
  * read-only and borrowed for the call; the host function must fill every result
- * buffer (result_avals[i] says its shape and dtype) or fail. */
+ * buffer (result_avals[i] says its shape and dtype) or fail.
+ * buffer_callback: results are written in place (a result aliased to an
+ * argument arrives holding that argument, and the argument's pointer is the
+ * result's: they share memory); arg_arrays is NULL. */
 typedef struct oly_callback_frame {
     int n_args;
     const void *const *args;
     const oly_aval *arg_avals;
     /* The same arguments as arrays: a host function may retain one to keep it
-     * past the call (its contents never change). */
+     * past the call (its contents never change). NULL for buffer_callback. */
     oly_array *const *arg_arrays;
     int n_results;
     void *const *results;
@@ -296,6 +299,7 @@ typedef enum oly_field_kind {
     OLY_FIELD_AVALS,   /* const oly_aval * with its int count at count_offset (copied) */
     OLY_FIELD_HOST_FN, /* oly_host_fn * (retained by the copy, released with it) */
     OLY_FIELD_THUNK,   /* oly_thunk * (retained by the copy, released with it) */
+    OLY_FIELD_ALIASES, /* const oly_io_alias * with its int count at count_offset (copied) */
     OLY_FIELD_KIND_COUNT
 } oly_field_kind;
 
@@ -303,7 +307,7 @@ typedef struct oly_param_field {
     const char *name;
     oly_field_kind kind;
     size_t offset;
-    size_t count_offset;            /* OLY_FIELD_AVALS only */
+    size_t count_offset;            /* OLY_FIELD_AVALS and OLY_FIELD_ALIASES only */
     const char *const *enum_names;  /* OLY_FIELD_ENUM only, NULL-terminated */
     bool hidden;                    /* not printed */
 } oly_param_field;
@@ -363,14 +367,29 @@ typedef enum oly_vmap_method {
     OLY_VMAP_METHOD_COUNT
 } oly_vmap_method;
 
-/* pure_callback, io_callback, debug_callback: inputs are the callback's
- * arguments, outputs have result_avals. */
+/* Output `output` of an equation is written in place over input `input`
+ * (indices into the equation's inputs and outputs; equal avals). */
+typedef struct oly_io_alias {
+    int input, output;
+} oly_io_alias;
+
+/* pure_callback, io_callback, debug_callback, buffer_callback: inputs are the
+ * callback's arguments, outputs have result_avals.
+ * buffer_callback: the host function writes its results in place.
+ * has_side_effect makes it an effect (OLY_EFFECT_BUFFER_CALLBACK, never removed
+ * by DCE). aliases (n_aliases pairs, each input and each output at most once,
+ * equal avals) say which outputs start as a copy of an input and share its
+ * buffer during the call; the CPU backend writes such an output over the
+ * input itself when nothing reads the input afterwards, else copies it. */
 typedef struct oly_params_callback {
     oly_host_fn *callback;
     const oly_aval *result_avals;
     int n_results;
-    int vmap_method;  /* oly_vmap_method; pure_callback only */
+    int vmap_method;  /* oly_vmap_method; pure_callback and buffer_callback */
     bool ordered;     /* io_callback, debug_callback */
+    bool has_side_effect;          /* buffer_callback */
+    const oly_io_alias *aliases;   /* buffer_callback; NULL when n_aliases is 0 */
+    int n_aliases;
 } oly_params_callback;
 
 /* outside_call (host_callback's id_tap and call). identity (id_tap): the

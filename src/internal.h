@@ -413,6 +413,11 @@ typedef struct oly_cpu_kernel {
     oly_kernel_fn fn;           /* NULL: no CPU kernel */
     bool inplace_ok;            /* output 0 may share input 0's buffer (elementwise) */
     bool wants_arrays;          /* fn needs ctx->in_array (values escape to host code) */
+    /* The input whose buffer output `out` may take (its alias), or -1; NULL:
+     * none. The plan gives it only when that input dies at this equation, is
+     * no other operand of it, and is the run's own (not a program input,
+     * constant or literal); fn sees in == out then, and copies otherwise. */
+    int (*alias_input)(const void *params, int out);
 } oly_cpu_kernel;
 
 /* p's CPU kernel: from src/cpu's table for rows of prims.def, else what

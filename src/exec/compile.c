@@ -2,7 +2,10 @@
  * the equations in order with their kernels, literals materialised once as
  * 0-d arrays, and a buffer plan. The plan gives every intermediate an offset
  * in one scratch block, assigned greedily by liveness so dead values' space is
- * reused; an in-place row may write output 0 over a dying input 0. Values a
+ * reused; an in-place row may write output 0 over a dying input 0, and an
+ * aliasing row (alias_input) an output over its dying aliased input, even
+ * when that output is a program output (the input is then computed straight
+ * into the caller's buffer). Values a
  * host function may keep (callback arguments) get their own arrays instead,
  * and program outputs are written straight into the caller's buffers. The
  * executable is cached in the program's exec slot (oly__program_cache_set:
@@ -102,6 +105,25 @@ static oly_status skip_kernel(const oly_kernel_ctx *ctx)
 {
     (void)ctx;
     return OLY_OK;
+}
+
+/* ---------------------------------------------------------------- aliases */
+
+/* The input output j of e may be written over (alias_input), when that input
+ * is a var of the run's scratch read by no later equation and by no other
+ * operand of e, with output j's size; else NULL. */
+static const oly_var *alias_source(const oly_eqn *e, int i, int j, const oly_cpu_kernel *k,
+                                   const oly_exe *exe, const int *last_use, const bool *freed)
+{
+    int src = k->alias_input ? k->alias_input(e->params, j) : -1;
+    if (src < 0 || src >= e->n_in || e->in[src].kind != OLY_ATOM_VAR) return NULL;
+    const oly_var *u = e->in[src].var;
+    if (exe->loc[u->id].kind != OLY_LOC_SCRATCH || last_use[u->id] != i || freed[u->id] ||
+        oly_aval_nbytes(&u->aval) != oly_aval_nbytes(&e->out[j]->aval))
+        return NULL;
+    for (int m = 0; m < e->n_in; m++)
+        if (m != src && e->in[m].kind == OLY_ATOM_VAR && e->in[m].var == u) return NULL;
+    return u;
 }
 
 /* ---------------------------------------------------------------- exe */
@@ -263,14 +285,29 @@ static oly_status compile(oly_program *p, oly_exe **out)
             } else if (out_first[v] >= 0) {
                 exe->loc[v] = (oly_loc){OLY_LOC_OUT, out_first[v], 0};
                 exe->out_loc_var[exe->n_out_loc++] = v;
+                /* The aliased input moves into the output buffer too: its
+                 * producer writes it there and this equation in place. */
+                const oly_var *u = alias_source(e, i, j, kern[i], exe, last_use, freed);
+                if (u) {
+                    plan_free(&pl, u->id);
+                    freed[u->id] = true;
+                    exe->loc[u->id] = exe->loc[v];
+                    exe->out_loc_var[exe->n_out_loc++] = u->id;
+                }
             } else {
                 if (last_use[v] < 0) last_use[v] = i; /* never read: dies here */
                 size_t nb = oly_aval_nbytes(&e->out[j]->aval);
                 const oly_atom *a0 = e->n_in > 0 ? &e->in[0] : NULL;
+                const oly_var *alias = alias_source(e, i, j, kern[i], exe, last_use, freed);
                 if (j == 0 && kern[i]->inplace_ok && a0 && a0->kind == OLY_ATOM_VAR &&
                     exe->loc[a0->var->id].kind == OLY_LOC_SCRATCH && last_use[a0->var->id] == i &&
                     !freed[a0->var->id] && oly_aval_nbytes(&a0->var->aval) == nb) {
                     uint32_t u = a0->var->id;
+                    exe->loc[v] = (oly_loc){OLY_LOC_SCRATCH, 0, exe->loc[u].off};
+                    plan_transfer(&pl, u, v);
+                    freed[u] = true;
+                } else if (alias) {
+                    uint32_t u = alias->id;
                     exe->loc[v] = (oly_loc){OLY_LOC_SCRATCH, 0, exe->loc[u].off};
                     plan_transfer(&pl, u, v);
                     freed[u] = true;

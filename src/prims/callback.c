@@ -1,18 +1,22 @@
 /* callback.c — the host-function primitives: pure_callback (no effect, so
- * DCE may drop it), io_callback (IO or ordered IO) and debug_callback (debug
- * or ordered debug, no results): their rules. The kernel that fills an
- * oly_callback_frame and calls the host function is src/cpu/callback.c's.
+ * DCE may drop it), io_callback (IO or ordered IO), debug_callback (debug
+ * or ordered debug, no results) and buffer_callback (results written in place,
+ * an effect only with has_side_effect, optional input/output aliases): their
+ * rules. The kernel that fills an oly_callback_frame and calls the host
+ * function is src/cpu/callback.c's.
  *
- * Transformation rules (spec/CALLBACK_SEMANTICS.md §1.2-1.4):
- *   vmap   pure_callback per vmap_method: one call (expand_dims,
- *          broadcast_all, legacy_vectorized) or N calls in index order
- *          (sequential: a scan over the batch; sequential_unrolled: N
- *          equations), none an error; io_callback N calls as a scan
- *          (ordered: an error); debug_callback N equations (unrolled).
- *          Nested vmap applies the rule per level, so the inner vmap's loop is
- *          outermost in call order.
- *   jvp    pure/io: errors naming custom_jvp; debug: called on primals only.
- *   transpose  pure/io: errors; debug: nothing (no cotangents, no call). */
+ * Transformation rules (spec/CALLBACK_SEMANTICS.md §1.2-1.4, 1.8):
+ *   vmap   pure_callback and buffer_callback per vmap_method: one call
+ *          (expand_dims, broadcast_all, legacy_vectorized) or N calls in
+ *          index order (sequential: a scan over the batch;
+ *          sequential_unrolled: N equations), none an error; io_callback N
+ *          calls as a scan (ordered: an error); debug_callback N equations
+ *          (unrolled). Nested vmap applies the rule per level, so the inner
+ *          vmap's loop is outermost in call order. An aliased input of a
+ *          single-call buffer_callback is broadcast to the batch like its
+ *          output, so the pair keeps equal avals.
+ *   jvp    pure/io/buffer: errors naming custom_jvp; debug: called on primals only.
+ *   transpose  pure/io/buffer: errors; debug: nothing (no cotangents, no call). */
 #include "trans/trans.h"
 
 static const char *const vmap_names[] = {
@@ -37,6 +41,17 @@ static const oly_param_field pure_fields[] = {
      .offset = offsetof(oly_params_callback, vmap_method), .enum_names = vmap_names},
 };
 static const oly_param_field io_fields[] = {F_CALLBACK, F_RESULTS, F_ORDERED};
+static const oly_param_field buffer_fields[] = {
+    F_CALLBACK,
+    F_RESULTS,
+    {.name = "vmap_method", .kind = OLY_FIELD_ENUM,
+     .offset = offsetof(oly_params_callback, vmap_method), .enum_names = vmap_names},
+    {.name = "has_side_effect", .kind = OLY_FIELD_BOOL,
+     .offset = offsetof(oly_params_callback, has_side_effect)},
+    {.name = "input_output_aliases", .kind = OLY_FIELD_ALIASES,
+     .offset = offsetof(oly_params_callback, aliases),
+     .count_offset = offsetof(oly_params_callback, n_aliases)},
+};
 static const oly_param_field debug_fields[] = {F_CALLBACK, F_ORDERED};
 
 static int results_num_outputs(const void *params, int n_in)
@@ -74,6 +89,46 @@ static oly_status callback_shape(const oly_shape_ctx *ctx, oly_aval *out)
         out[k].weak = false;
     }
     return OLY_OK;
+}
+
+/* The callback's shape rule, then the aliases: every index in range, each
+ * input and each output aliased at most once, and equal avals per pair. */
+static oly_status buffer_shape(const oly_shape_ctx *ctx, oly_aval *out)
+{
+    OLY_TRY(callback_shape(ctx, out));
+    const oly_params_callback *pc = ctx->params;
+    const char *name = ctx->prim->name;
+    if (pc->n_aliases < 0 || (pc->n_aliases > 0 && !pc->aliases))
+        return oly__error(OLY_ERR_INVALID, "%s: %d aliases declared, aliases is %s", name,
+                          pc->n_aliases, pc->aliases ? "set" : "NULL");
+    for (int k = 0; k < pc->n_aliases; k++) {
+        int i = pc->aliases[k].input, o = pc->aliases[k].output;
+        if (i < 0 || i >= ctx->n_in)
+            return oly__error(OLY_ERR_INVALID, "%s: alias %d -> %d: input %d outside [0, %d)",
+                              name, i, o, i, ctx->n_in);
+        if (o < 0 || o >= ctx->n_out)
+            return oly__error(OLY_ERR_INVALID, "%s: alias %d -> %d: output %d outside [0, %d)",
+                              name, i, o, o, ctx->n_out);
+        for (int e = 0; e < k; e++) {
+            if (pc->aliases[e].input == i)
+                return oly__error(OLY_ERR_INVALID, "%s: input %d is aliased twice", name, i);
+            if (pc->aliases[e].output == o)
+                return oly__error(OLY_ERR_INVALID,
+                                  "%s: output %d is aliased by inputs %d and %d", name, o,
+                                  pc->aliases[e].input, i);
+        }
+        if (!oly_aval_equal(&ctx->in[i], &out[o]))
+            return oly__error(OLY_ERR_INVALID, "%s: alias %d -> %d: input %s and output %s differ",
+                              name, i, o, oly__show_aval(&ctx->in[i]).s,
+                              oly__show_aval(&out[o]).s);
+    }
+    return OLY_OK;
+}
+
+static uint32_t buffer_effects(const void *params)
+{
+    const oly_params_callback *pc = params;
+    return pc && pc->has_side_effect ? OLY_EFFECT_BUFFER_CALLBACK : 0;
 }
 
 static uint32_t io_effects(const void *params)
@@ -229,8 +284,18 @@ static oly_status batch_scan(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_a
     return st;
 }
 
+/* True when input k of a buffer_callback is aliased to an output. */
+static bool aliased_input(const oly_params_callback *pc, int k)
+{
+    for (int a = 0; a < pc->n_aliases; a++)
+        if (pc->aliases[a].input == k) return true;
+    return false;
+}
+
 /* One call on batched operands (vmap_method expand_dims, broadcast_all,
- * legacy_vectorized); the callback returns the batched results (N, *shape). */
+ * legacy_vectorized); the callback returns the batched results (N, *shape).
+ * An aliased input is broadcast to the batch whatever the method, since its
+ * output is batched. */
 static oly_status batch_vectorized(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
                                    const int *in_bdim, oly_atom *out, int *out_bdim)
 {
@@ -242,7 +307,7 @@ static oly_status batch_vectorized(oly_batch_ctx *ctx, const oly_eqn *eqn, const
     for (int k = 0; k < n && st == OLY_OK; k++) {
         bool mapped = in_bdim[k] != OLY_NOT_MAPPED;
         args[k] = in[k];
-        if (mapped || pc->vmap_method == OLY_VMAP_BROADCAST_ALL)
+        if (mapped || pc->vmap_method == OLY_VMAP_BROADCAST_ALL || aliased_input(pc, k))
             st = oly__batch_move(ctx, in[k], in_bdim[k], 0, &args[k]);
         else if (pc->vmap_method == OLY_VMAP_EXPAND_DIMS)
             st = lead1(ctx->b, in[k], &args[k]);
@@ -335,6 +400,24 @@ static oly_status io_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn, const
     return oly__error(OLY_ERR_INVALID, "IO callbacks do not support transpose.");
 }
 
+static oly_status buffer_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
+                             const oly_atom *tangent, const bool *tan_nz, oly_atom *primal_out,
+                             oly_atom *tangent_out, bool *out_nz)
+{
+    return oly__error(OLY_ERR_INVALID, "Buffer callbacks do not support JVP. Please use "
+                                       "`olympus.custom_jvp` to use callbacks while taking "
+                                       "gradients.");
+}
+
+static oly_status buffer_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn,
+                                   const oly_atom *in, const bool *linear, const oly_atom *ct,
+                                   const bool *ct_nz, oly_atom *ct_in, bool *ct_in_nz)
+{
+    return oly__error(OLY_ERR_INVALID, "Buffer callbacks do not support transpose. Please use "
+                                       "`olympus.custom_vjp` to use callbacks while taking "
+                                       "gradients.");
+}
+
 /* The callback sees primal values only; it has no outputs, hence no tangents. */
 static oly_status debug_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
                             const oly_atom *tangent, const bool *tan_nz, oly_atom *primal_out,
@@ -394,5 +477,20 @@ const oly_prim oly__prim_debug_callback = {
     .batch = batch_unrolled,
     .jvp = debug_jvp,
     .transpose = debug_transpose,
+    .no_rule = OLY_RULE_PARTIAL_EVAL,
+};
+
+const oly_prim oly__prim_buffer_callback = {
+    .name = "buffer_callback",
+    .n_in = -1,
+    .num_outputs = results_num_outputs,
+    .params_size = sizeof(oly_params_callback),
+    .fields = buffer_fields,
+    .n_fields = OLY_ARRAY_LEN(buffer_fields),
+    .shape = buffer_shape,
+    .effects = buffer_effects,
+    .batch = pure_batch,
+    .jvp = buffer_jvp,
+    .transpose = buffer_transpose,
     .no_rule = OLY_RULE_PARTIAL_EVAL,
 };

@@ -43,6 +43,16 @@ oly_status oly__params_copy(const oly_prim *p, oly_arena *arena, const void *src
                 memcpy(d, a, (size_t)n * sizeof *d);
             }
             *FIELD(dst, f, const oly_aval *) = d;
+        } else if (f->kind == OLY_FIELD_ALIASES) {
+            const oly_io_alias *a = *CFIELD(src, f, const oly_io_alias *);
+            int n = avals_count(src, f);
+            oly_io_alias *d = NULL;
+            if (a && n) {
+                d = oly__arena_alloc(arena, (size_t)n * sizeof *d);
+                if (!d) return OLY_ERR_NOMEM;
+                memcpy(d, a, (size_t)n * sizeof *d);
+            }
+            *FIELD(dst, f, const oly_io_alias *) = d;
         }
     }
     for (int i = 0; i < p->n_fields; i++) {
@@ -133,6 +143,13 @@ uint64_t oly__params_hash(const oly_prim *p, const void *params)
             for (int j = 0; j < n; j++) h = aval_hash(h, &a[j]);
             break;
         }
+        case OLY_FIELD_ALIASES: {
+            const oly_io_alias *a = *CFIELD(params, f, const oly_io_alias *);
+            int n = a ? avals_count(params, f) : 0;
+            h = mix(h, (uint64_t)n);
+            for (int j = 0; j < n; j++) h = mix(mix(h, (uint64_t)a[j].input), (uint64_t)a[j].output);
+            break;
+        }
         case OLY_FIELD_HOST_FN:
             h = mix(h, (uint64_t)(uintptr_t)*CFIELD(params, f, oly_host_fn *));
             break;
@@ -195,6 +212,15 @@ bool oly__params_equal(const oly_prim *p, const void *a, const void *b)
             if (nx != ny) return false;
             for (int j = 0; j < nx; j++)
                 if (!aval_same(&x[j], &y[j])) return false;
+            break;
+        }
+        case OLY_FIELD_ALIASES: {
+            const oly_io_alias *x = *CFIELD(a, f, const oly_io_alias *);
+            const oly_io_alias *y = *CFIELD(b, f, const oly_io_alias *);
+            int nx = x ? avals_count(a, f) : 0, ny = y ? avals_count(b, f) : 0;
+            if (nx != ny) return false;
+            for (int j = 0; j < nx; j++)
+                if (x[j].input != y[j].input || x[j].output != y[j].output) return false;
             break;
         }
         case OLY_FIELD_HOST_FN:
@@ -333,6 +359,15 @@ bool oly__param_print_field(const oly_param_field *f, const void *params, oly_st
             if (j) oly__sb_puts(sb, ", ");
             print_aval(sb, &a[j]);
         }
+        oly__sb_puts(sb, n == 1 ? ",)" : ")");
+        break;
+    }
+    case OLY_FIELD_ALIASES: { /* input -> output pairs, as a tuple of pairs */
+        const oly_io_alias *a = *CFIELD(params, f, const oly_io_alias *);
+        int n = a ? avals_count(params, f) : 0;
+        oly__sb_puts(sb, "(");
+        for (int j = 0; j < n; j++)
+            oly__sb_printf(sb, "%s(%d, %d)", j ? ", " : "", a[j].input, a[j].output);
         oly__sb_puts(sb, n == 1 ? ",)" : ")");
         break;
     }

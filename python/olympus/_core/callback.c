@@ -479,6 +479,8 @@ static void log_failure(const char *kind, PyObject *exc)
     const char *msg = debug                                  ? "olympus.debug.callback failed"
                       : strcmp(kind, "io_callback") == 0     ? "olympus.io_callback failed"
                       : strcmp(kind, "pure_callback") == 0   ? "olympus.pure_callback failed"
+                      : strcmp(kind, "buffer_callback") == 0
+                          ? "olympus.experimental.buffer_callback failed"
                       : outside ? "olympus.experimental.host_callback function failed"
                                 : "olympus callback failed";
     PyObject *logging = PyImport_ImportModule("logging");
@@ -501,7 +503,7 @@ static void log_failure(const char *kind, PyObject *exc)
 }
 
 /* Turns the pending Python exception into the error payload and message. */
-static __attribute__((noinline)) oly_status fail_with_exception(pyfn *u, const char *kind)
+static __attribute__((noinline)) oly_status fail_with_exception(const char *name, const char *kind)
 {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
@@ -509,7 +511,7 @@ static __attribute__((noinline)) oly_status fail_with_exception(pyfn *u, const c
     if (!value) { /* cannot happen after a failure; be safe */
         Py_XDECREF(type);
         Py_XDECREF(tb);
-        return oly_host_fail(OLY_ERR_CALLBACK, "%s failed: %s: unknown error", kind, u->name);
+        return oly_host_fail(OLY_ERR_CALLBACK, "%s failed: %s: unknown error", kind, name);
     }
     if (tb) PyException_SetTraceback(value, tb);
     log_failure(kind, value);
@@ -523,8 +525,8 @@ static __attribute__((noinline)) oly_status fail_with_exception(pyfn *u, const c
         ctext = "<str() of the exception failed>";
     }
     oly_status s = *ctext
-        ? oly_host_fail(OLY_ERR_CALLBACK, "%s failed: %s: %s: %s", kind, u->name, tname, ctext)
-        : oly_host_fail(OLY_ERR_CALLBACK, "%s failed: %s: %s", kind, u->name, tname);
+        ? oly_host_fail(OLY_ERR_CALLBACK, "%s failed: %s: %s: %s", kind, name, tname, ctext)
+        : oly_host_fail(OLY_ERR_CALLBACK, "%s failed: %s: %s", kind, name, tname);
     Py_XDECREF(text);
     Py_XDECREF(type);
     Py_XDECREF(tb);
@@ -556,7 +558,7 @@ static oly_status trampoline(void *user, oly_callback_frame *fr)
     PyObject *st = NULL, *sv = NULL, *stb = NULL;
     if (__builtin_expect(PyErr_Occurred() != NULL, 0)) PyErr_Fetch(&st, &sv, &stb);
     oly_status s = OLY_OK;
-    if (call_python(u, fr, is_debug) < 0) s = fail_with_exception(u, kind);
+    if (call_python(u, fr, is_debug) < 0) s = fail_with_exception(u->name, kind);
     if (__builtin_expect(st != NULL, 0)) PyErr_Restore(st, sv, stb);
     if (!held) PyGILState_Release(g);
     return s;
@@ -928,6 +930,22 @@ PyMethodDef ext_callback_methods[] = {
      "it is a tap whose outputs are args, run on the device's outfeed receiver."},
     {NULL, NULL, 0, NULL},
 };
+
+/* ---------------------------------------------------------------- shared with buffer.c */
+
+int ext_python_alive(void) { return python_alive(); }
+
+int ext_parse_vmap_method(PyObject *o, int *out) { return parse_vmap_method(o, out); }
+
+int ext_parse_result_avals(PyObject *obj, oly_aval **out, int *n_out)
+{
+    return parse_result_avals(obj, out, n_out);
+}
+
+oly_status ext_callback_fail(const char *kind, const char *name)
+{
+    return fail_with_exception(name, kind);
+}
 
 int ext_callback_init(PyObject *module)
 {

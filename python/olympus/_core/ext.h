@@ -13,6 +13,7 @@
  *   transform.c  trace / transform / call programs; rule thunks
  *   pytree.c     tree_flatten / unflatten, PyTreeDef, registry
  *   callback.c   the host adapter: the callback trampoline and _core.callback
+ *   buffer.c     buffer_callback: Buffer, ExecutionContext, its trampoline and bind
  */
 #ifndef OLYMPUS_EXT_H
 #define OLYMPUS_EXT_H
@@ -180,6 +181,20 @@ void ext_payload_free(void *p);
  * while a transform traced it): ext_raise raises it as it is, not wrapped in
  * CallbackError. The one error channel from host code back to Python. */
 void ext_payload_free_reraise(void *p);
+/* For the other host adapters (buffer.c): whether this thread may take the GIL
+ * to drop references; vmap_method from None or its name (ValueError
+ * otherwise); result_avals from a sequence of (shape, dtype) (*out is
+ * PyMem-allocated); and the pending Python exception turned into the error
+ * payload and the message "<kind> failed: <name>: <Type>: <text>" (logged as
+ * the other callbacks' failures are). */
+int ext_python_alive(void);
+int ext_parse_vmap_method(PyObject *o, int *out);
+int ext_parse_result_avals(PyObject *obj, oly_aval **out, int *n_out);
+oly_status ext_callback_fail(const char *kind, const char *name);
+
+/* ---------------------------------------------------------------- buffer.c */
+/* The Buffer and ExecutionContext types of buffer_callback. */
+int ext_buffer_init(PyObject *module);
 
 /* Module-level functions each file exports into the module's method table
  * (module.c collects them). */
@@ -189,5 +204,6 @@ extern PyMethodDef ext_operator_methods[]; /* result_type, broadcast_shapes, bin
 extern PyMethodDef ext_jit_methods[];      /* jit, make_jaxpr */
 extern PyMethodDef ext_pytree_methods[];   /* tree_flatten, tree_unflatten, register_pytree_node, ... */
 extern PyMethodDef ext_callback_methods[]; /* callback */
+extern PyMethodDef ext_buffer_methods[];   /* buffer_callback */
 
 #endif /* OLYMPUS_EXT_H */

@@ -150,6 +150,16 @@ class ShapeDtypeStruct:
     ndim = property(lambda self: len(self.shape))
     size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
 
+    @classmethod
+    def like(cls, x):
+        """The ShapeDtypeStruct of x: an array, a tracer, a NumPy array or scalar,
+        a Python scalar (its default dtype, weak) or anything with `shape` and
+        `dtype`; its weak type is kept. Handy for callback result types:
+        `pure_callback(f, ShapeDtypeStruct.like(x), x)`."""
+        if not (hasattr(x, "shape") and hasattr(x, "dtype")):
+            x = _core.asarray(x)
+        return cls(x.shape, x.dtype, weak_type=bool(getattr(x, "weak_type", False)))
+
     def __len__(self):
         if not self.shape:
             raise TypeError("len() of unsized object")
