@@ -18,7 +18,8 @@ library to link.
                              vmap_method="broadcast_all")(x, eps=1e-5)
 
 The executor calls the kernel directly, with no Python on the path and without
-taking the GIL (about 10 ns a call; docs/performance.md). The call is the
+taking the GIL (about a nanosecond more than a C host function of the C API;
+docs/performance.md). The call is the
 `pure_callback` primitive (or `io_callback` with `has_side_effect=True`) whose
 host function is the target bound to the attributes, so it is removed when its
 results are unused (unless `has_side_effect`), follows `vmap_method` under

@@ -258,7 +258,7 @@ def test_results_come_back_in_the_declared_structure():
     assert ffi.ffi_call("test_ffi.tick", (), has_side_effect=True)(x) == ()
 
 
-def test_python_scalars_and_lists_as_arguments():
+def test_python_scalars_and_numpy_arrays_as_arguments():
     out = ffi.ffi_call("test_ffi.copy", sds(()))(1.5)
     assert float(out) == 1.5
     out = ffi.ffi_call("test_ffi.copy", sds((3,), np.int32))(np.array([1, 2, 3], np.int32))

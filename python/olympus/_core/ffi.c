@@ -62,7 +62,7 @@ static void drop_with_gil(PyObject *o)
 typedef struct target {
     oly_host_fn *hf;              /* owned: fn and user; releasing it runs the user's release */
     oly_host_call_fn fn;
-    void *user;
+    void *user;                   /* borrowed: the user's, kept valid by keep */
     void (*release)(void *user);
     PyObject *keep;               /* owned: the objects fn, user and release came from */
 } target;
@@ -333,20 +333,25 @@ static int parse_attr(PyObject *name, PyObject *value, pattr *p)
             return -1;
         }
     } else if (PyArray_IsScalar(value, Generic) || PyArray_Check(value)) {
-        PyObject *a = PyArray_FromAny(value, NULL, 0, 0,
-                                      NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED |
-                                          NPY_ARRAY_NOTSWAPPED,
-                                      NULL);
-        if (!a) return -1;
+        PyArray_Descr *d = PyArray_IsScalar(value, Generic)
+                               ? PyArray_DescrFromScalar(value)
+                               : (PyArray_Descr *)Py_NewRef(PyArray_DESCR((PyArrayObject *)value));
+        if (!d) return -1;
         oly_dtype t;
-        if (ext_dtype_from_py((PyObject *)PyArray_DESCR((PyArrayObject *)a), &t) < 0) {
+        if (ext_dtype_from_py((PyObject *)d, &t) < 0) {
             PyErr_Clear();
             PyErr_Format(PyExc_TypeError, "ffi_call: attribute '%U' has the dtype %R, which "
-                         "olympus does not support", name,
-                         (PyObject *)PyArray_DESCR((PyArrayObject *)a));
-            Py_DECREF(a);
+                         "olympus does not support", name, (PyObject *)d);
+            Py_DECREF(d);
             return -1;
         }
+        /* C order, aligned, native byte order: what the kernel reads. */
+        PyArray_Descr *native = PyArray_DescrNewByteorder(d, NPY_NATIVE);
+        Py_DECREF(d);
+        if (!native) return -1;
+        PyObject *a = PyArray_FromAny(value, native, 0, 0,
+                                      NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED, NULL);
+        if (!a) return -1;
         PyArrayObject *arr = (PyArrayObject *)a;
         int rank = PyArray_NDIM(arr);
         if (rank == 0) {
@@ -364,7 +369,7 @@ static int parse_attr(PyObject *name, PyObject *value, pattr *p)
                 return -1;
             }
             int64_t dims[OLY_MAX_RANK];
-            for (int d = 0; d < rank; d++) dims[d] = PyArray_DIMS(arr)[d];
+            for (int k = 0; k < rank; k++) dims[k] = PyArray_DIMS(arr)[k];
             if (oly_aval_make(t, rank, dims, &p->aval) != OLY_OK) {
                 PyErr_Format(PyExc_ValueError, "ffi_call: attribute '%U': %s", name,
                              oly_last_error());
@@ -432,7 +437,7 @@ static PyObject *attrs_key(const pattr *ps, int n)
 
 typedef struct binding {
     oly_host_call_fn fn;    /* the target's function and user data, copied */
-    void *user;
+    void *user;             /* borrowed: valid while target and keep are held */
     oly_ffi_ctx proto;      /* target name and attributes (pointing into block) */
     oly_host_fn *target;    /* owned reference */
     PyObject *keep;         /* owned: the target's keep-alive objects */
@@ -506,7 +511,10 @@ static PyObject *binding_name(const char *target_name, const pattr *ps, int n, P
             s = PyUnicode_FromFormat("%U=%s", p->name, shape);
         } else {
             PyObject *v = PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 1);
-            PyObject *r = PyObject_Repr(v);
+            /* NumPy scalars show their dtype: float32(2.0) is not 2.0 */
+            PyObject *r = PyArray_IsScalar(v, Generic) || PyArray_Check(v)
+                              ? PyUnicode_FromFormat("%s(%S)", oly_dtype_name(p->scalar.dtype), v)
+                              : PyObject_Repr(v);
             if (r && PyUnicode_GET_LENGTH(r) > 24) {
                 PyObject *cut = PyUnicode_Substring(r, 0, 21);
                 Py_SETREF(r, cut ? PyUnicode_FromFormat("%U...", cut) : NULL);
