@@ -21,6 +21,11 @@ TEST_OBJ  := $(TEST_SRC:%.c=$(BUILD)/%.o)
 EXT_SRC   := $(sort $(wildcard python/olympus/_core/*.c))
 EXT_OBJ   := $(EXT_SRC:%.c=$(BUILD)/%.o)
 C_EXAMPLES := $(patsubst examples/c/%.c,$(BUILD)/examples/%,$(wildcard examples/c/*.c))
+# FFI kernel libraries (olympus.ffi), built as a user builds one: the public
+# header only, no olympus library, default visibility (ctypes loads them).
+FFI_CFLAGS := -std=c11 $(OPT) -g -fPIC -shared $(WARN) $(SAN) -Iinclude
+FFI_LIBS  := $(BUILD)/libolympus_ffi_test.so \
+             $(patsubst examples/ffi/%.c,$(BUILD)/examples/ffi/lib%.so,$(wildcard examples/ffi/*.c))
 
 PY_INC    := $(shell $(PY) -c "import sysconfig;print(sysconfig.get_paths()['include'])" 2>/dev/null)
 NP_INC    := $(shell $(PY) -c "import numpy;print(numpy.get_include())" 2>/dev/null)
@@ -31,7 +36,7 @@ HEADERS   := include/olympus.h src/internal.h $(wildcard src/*/*.h src/prims/pri
              $(wildcard python/olympus/_core/*.h)
 
 .PHONY: all deps test test-c test-python check-layers demo asan tsan fuzz clean bench examples-c
-all: $(BUILD)/libolympus.a $(BUILD)/libolympus.so $(EXT) $(C_EXAMPLES) \
+all: $(BUILD)/libolympus.a $(BUILD)/libolympus.so $(EXT) $(C_EXAMPLES) $(FFI_LIBS) \
      $(if $(filter build,$(BUILD)),$(INPLACE_EXT))
 
 # The extension is loaded from $(BUILD) when OLYMPUS_EXT_DIR names it (parallel
@@ -78,13 +83,21 @@ $(BUILD)/examples/%: examples/c/%.c $(BUILD)/libolympus.a include/olympus.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -o $@ $< $(BUILD)/libolympus.a $(LDLIBS)
 
+$(BUILD)/libolympus_ffi_test.so: tests/python/ffi_kernels.c include/olympus.h
+	@mkdir -p $(dir $@)
+	$(CC) $(FFI_CFLAGS) -o $@ $< -lm
+
+$(BUILD)/examples/ffi/lib%.so: examples/ffi/%.c include/olympus.h
+	@mkdir -p $(dir $@)
+	$(CC) $(FFI_CFLAGS) -o $@ $< -lm
+
 # The stream and device tests run again with three devices.
 MULTI_DEVICE_TESTS := stream_
 test-c: $(BUILD)/test_c $(C_EXAMPLES)
 	$(BUILD)/test_c
 	OLYMPUS_NUM_CPU_DEVICES=3 $(BUILD)/test_c $(MULTI_DEVICE_TESTS)
 
-test-python: $(EXT)
+test-python: $(EXT) $(FFI_LIBS)
 	cd tests/python && PYTHONPATH=$(CURDIR)/python OLYMPUS_EXT_DIR=$(CURDIR)/$(BUILD) $(PY) -m pytest -q -p no:cacheprovider .
 
 # The layer arrows and the exported names, read from the built objects

@@ -2,7 +2,7 @@
 
 `make bench` (or `PYTHONPATH=python /usr/bin/python3 bench/run.py`) builds the
 small C helpers it needs (bench/floor.c, bench/ctypes_driver.c,
-bench/native_host.c into bench/build/), measures every row and prints one table:
+bench/native_host.c, bench/ffi_kernel.c into bench/build/), measures every row and prints one table:
 the olympus figure, the peer's figure, their ratio (olympus time / peer time:
 lower is better), the target for the row, whether it is met, and the spread
 (interquartile range / median) of the repeats. It also writes
@@ -111,6 +111,20 @@ def build_ctypes_driver():
     out = os.path.join(OUT, "libolybench_ctypes.so")
     _cc(["-std=c11", "-O2", "-shared", "-fPIC", "-Wall", src], out, [src])
     lib = ctypes.CDLL(out)
+    return lib
+
+
+def build_ffi_kernel():
+    """bench/build/libolybench_ffi.so (ffi_kernel.c), built as an FFI kernel
+    library is: the public header only, nothing linked."""
+    src = os.path.join(HERE, "ffi_kernel.c")
+    out = os.path.join(OUT, "libolybench_ffi.so")
+    hdr = os.path.join(ROOT, "include", "olympus.h")
+    _cc(["-std=c11", "-O2", "-shared", "-fPIC", "-Wall", "-I" + os.path.join(ROOT, "include"),
+         src], out, [src, hdr])
+    lib = ctypes.CDLL(out)
+    lib.oly_bench_ffi_floor.restype = ctypes.c_float
+    lib.oly_bench_ffi_floor.argtypes = [ctypes.c_float, ctypes.c_int64]
     return lib
 
 
@@ -587,6 +601,58 @@ def native_results(args):
     return lazy("native", run)
 
 
+# ---------------------------------------------------------------- ffi_call of a C kernel
+
+def _ffi_target():
+    """The bench kernel registered as the FFI target "bench.affine"."""
+    def make():
+        lib = lazy("ffi_kernel", build_ffi_kernel)
+        olympus, _ = oly()
+        ffi = getattr(olympus, "ffi", None)
+        if ffi is None or not hasattr(ffi, "ffi_call"):
+            raise NotAvailable("olympus.ffi missing")
+        ffi.register_ffi_target("bench.affine", lib.oly_bench_ffi_affine)
+        return ffi.ffi_call("bench.affine", olympus.ShapeDtypeStruct((), np.float32))
+    return lazy("ffi_target", make)
+
+
+def oly_ffi(driver):
+    """ffi_call of the scalar kernel: N_FORI chained calls in a jitted
+    fori_loop, or K_CHAIN chained calls unrolled in one jitted function (how
+    the native C-API row chains its calls)."""
+    def prepare():
+        olympus, jnp = oly()
+        call = _ffi_target()
+        x = np.float32(0.25)
+        if driver == "fori":
+            return _driver_fori(olympus, jnp, call, x)
+        return _driver_unroll(olympus, jnp, call, x)
+    return prepare
+
+
+def oly_fori_jnp():
+    """The same fori_loop with the work as olympus ops (w * 0.5 + 1) instead of
+    a kernel call: what the loop itself costs per iteration."""
+    def prepare():
+        olympus, jnp = oly()
+        return _driver_fori(olympus, jnp, lambda w: w * np.float32(0.5) + np.float32(1),
+                            np.float32(0.25))
+    return prepare
+
+
+def ffi_floor(chain):
+    """The same C function through a volatile function pointer, chain calls
+    per unit, in one C loop (one ctypes call per unit)."""
+    def prepare():
+        lib = lazy("ffi_kernel", build_ffi_kernel)
+        fl = lib.oly_bench_ffi_floor
+
+        def run(n):
+            fl(0.25, n * chain)
+        return Side(run, ops_per_unit=chain, result=lambda: np.float32(fl(0.25, chain)))
+    return prepare
+
+
 # ---------------------------------------------------------------- dispatch and kernels
 
 def oly_jit_dispatch():
@@ -745,6 +811,13 @@ def make_rows(args):
     for cname in ("f32[]", "f32[1000]"):
         rows.append(Row(f"native-{cname}", "3", f"C host fn {cname}", None,
                         "C call via fn pointer", None, 3.0, "<=3x fn ptr", native=cname))
+    # 3: ffi_call of the same C work, from Python-defined programs
+    rows.append(Row("ffi-f32[]-fori", "3", "ffi_call f32[] (fori_loop)", oly_ffi("fori"),
+                    "C call via fn pointer", ffi_floor(N_FORI), 3.0, "<=3x fn ptr", rtol=1e-6))
+    rows.append(Row("ffi-f32[]-chain", "3", "ffi_call f32[] (256 chained)", oly_ffi("unroll"),
+                    "C call via fn pointer", ffi_floor(K_CHAIN), 3.0, "<=3x fn ptr", rtol=1e-6))
+    rows.append(Row("ffi-loop-jnp", "3", "no call: w*0.5+1 (fori_loop)", oly_fori_jnp(),
+                    "C call via fn pointer", ffi_floor(N_FORI), rtol=1e-6))
     # 4: dispatch
     rows.append(Row("dispatch-numba", "4", "cached jit dispatch", oly_jit_dispatch,
                     "Numba @njit call", numba_dispatch, 2.0, "<=2x Numba", rtol=1e-6))

@@ -19,9 +19,12 @@
 #ifndef OLYMPUS_H
 #define OLYMPUS_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -212,6 +215,9 @@ typedef struct oly_callback_frame {
     const oly_aval *result_avals;
     int device;
     const char *kind;   /* primitive name: "pure_callback", "io_callback", ... */
+    /* olympus.ffi calls only: the call's attributes and the buffer for the
+     * kernel's error message ("FFI kernels" below); NULL otherwise. */
+    const struct oly_ffi_ctx *ffi;
     /* outside_call only (host_callback): the transformations applied to the
      * tapped value, innermost first, ';'-separated: "batch(0,None)",
      * "transpose". NULL or "" when none. */
@@ -622,6 +628,252 @@ OLY_API oly_dispatch_mode oly_dispatch_mode_get(void);
  * for it) and reports the first failure of a queued run that had no outputs to
  * carry it. */
 OLY_API oly_status oly_effects_barrier(void);
+
+/* ---------------------------------------------------------------- FFI kernels (olympus.ffi)
+ * A native kernel called from Python programs: a C function with the
+ * host-function ABI (oly_host_call_fn) registered with
+ * olympus.ffi.register_ffi_target(name, fn, user_data=...) and called with
+ * olympus.ffi.ffi_call(name, result_shape_dtypes)(*args, **attrs). The
+ * executor calls it directly, on the thread that runs the program, with no
+ * Python on the path and without taking the GIL; user is the registered
+ * user_data (NULL if none).
+ *
+ * The frame is the usual one (read-only argument buffers and their avals,
+ * result buffers to fill and their avals, the device); frame->ffi adds the
+ * call's attributes: the keyword arguments of the ffi_call, static values
+ * fixed when the program is traced (other values make another program).
+ * Python bool, int, float and complex become scalars of dtype bool, int64
+ * (uint64 above INT64_MAX), float64 and complex128; NumPy scalars keep their
+ * dtype; a str becomes a UTF-8 string; a NumPy array of rank >= 1 becomes an
+ * array (copied, C order; a rank-0 array is a scalar). The x64 switch does
+ * not change attributes.
+ *
+ * Everything in this section is inline: a kernel library needs this header
+ * and nothing else (no link with olympus). In a Python process olympus lives
+ * inside the extension module, whose names are not exported, so a kernel
+ * reports failure with oly_ffi_fail, which writes the message into the frame,
+ * not with oly_host_fail. Python then raises olympus.CallbackError naming the
+ * target, the status and the message. Nothing in frame->ffi outlives the call.
+ */
+
+typedef enum oly_ffi_attr_kind {
+    OLY_FFI_ATTR_SCALAR, /* scalar: its dtype and value; aval is rank 0 of that dtype */
+    OLY_FFI_ATTR_STRING, /* string: UTF-8, NUL-terminated; size: bytes before the NUL */
+    OLY_FFI_ATTR_ARRAY,  /* data: size elements of aval (dtype, shape), C order, 16-byte aligned */
+    OLY_FFI_ATTR_KIND_COUNT
+} oly_ffi_attr_kind;
+
+/* One attribute. Every pointer is borrowed for the call. */
+typedef struct oly_ffi_attr {
+    const char *name;
+    oly_ffi_attr_kind kind;
+    oly_scalar scalar;   /* SCALAR: bool and signed ints in v.i, unsigned in v.u,
+                          * floats in v.f, complex in v.c */
+    const char *string;  /* STRING */
+    const void *data;    /* ARRAY */
+    oly_aval aval;       /* SCALAR, ARRAY */
+    int64_t size;        /* STRING: bytes; ARRAY: elements */
+} oly_ffi_attr;
+
+/* What frame->ffi points to, borrowed for the call. */
+typedef struct oly_ffi_ctx {
+    const char *target;         /* the name the target was registered under */
+    int n_attrs;
+    const oly_ffi_attr *attrs;  /* sorted by name (strcmp order); names are unique */
+    char *error;                /* error_size bytes for oly_ffi_fail's message */
+    size_t error_size;
+} oly_ffi_ctx;
+
+#if defined(__GNUC__)
+#define OLY_FFI_PRINTF(fmt_arg, first) __attribute__((format(printf, fmt_arg, first)))
+#else
+#define OLY_FFI_PRINTF(fmt_arg, first)
+#endif
+
+/* For a kernel to fail: writes the printf-style message into the frame and
+ * returns status (OLY_ERR_CALLBACK for OLY_OK), as in
+ *   return oly_ffi_fail(frame, OLY_ERR_SHAPE, "x: rank %d, expected 2", r); */
+static inline OLY_FFI_PRINTF(3, 4) oly_status oly_ffi_fail(const oly_callback_frame *frame,
+                                                           oly_status status, const char *fmt, ...)
+{
+    if (frame && frame->ffi && frame->ffi->error && frame->ffi->error_size && fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(frame->ffi->error, frame->ffi->error_size, fmt, ap);
+        va_end(ap);
+    }
+    return status == OLY_OK ? OLY_ERR_CALLBACK : status;
+}
+
+/* The attribute called name, or NULL when the call has none of that name (or
+ * frame is not an ffi_call's). Sets no message: the way to read an optional
+ * attribute. */
+static inline const oly_ffi_attr *oly_ffi_attr_find(const oly_callback_frame *frame,
+                                                    const char *name)
+{
+    if (!frame || !frame->ffi || !frame->ffi->attrs || !name) return NULL;
+    const oly_ffi_attr *a = frame->ffi->attrs;
+    int lo = 0, hi = frame->ffi->n_attrs;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        int c = strcmp(name, a[mid].name);
+        if (c == 0) return &a[mid];
+        if (c < 0)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return NULL;
+}
+
+/* Internal to the helpers below. */
+static inline const char *oly__ffi_dtype_name(oly_dtype t)
+{
+    static const char *const names[OLY_DTYPE_COUNT] = {
+        "bool",    "int8",    "int16",    "int32",   "int64",   "uint8",     "uint16", "uint32",
+        "uint64",  "float16", "bfloat16", "float32", "float64", "complex64", "complex128",
+    };
+    return (unsigned)t < OLY_DTYPE_COUNT ? names[t] : "?";
+}
+
+/* "a string", "an int64 scalar", "an array of float32[2,3]". */
+static inline void oly__ffi_describe(const oly_ffi_attr *a, char *buf, size_t n)
+{
+    if (a->kind == OLY_FFI_ATTR_STRING) {
+        snprintf(buf, n, "a string");
+    } else if (a->kind == OLY_FFI_ATTR_SCALAR) {
+        const char *t = oly__ffi_dtype_name(a->scalar.dtype);
+        snprintf(buf, n, "%s %s scalar", t[0] == 'i' ? "an" : "a", t);
+    } else {
+        size_t k = 0;
+        int w = snprintf(buf, n, "an array of %s[", oly__ffi_dtype_name(a->aval.dtype));
+        k = w > 0 ? (size_t)w : 0;
+        for (int d = 0; d < a->aval.rank && d < OLY_MAX_RANK && k < n; d++) {
+            w = snprintf(buf + k, n - k, d ? ",%lld" : "%lld", (long long)a->aval.dims[d]);
+            k += w > 0 ? (size_t)w : 0;
+        }
+        if (k < n) snprintf(buf + k, n - k, "]");
+    }
+}
+
+/* The attribute called name, or NULL after writing why (missing, with the
+ * names the call has; a NULL pointer). */
+static inline const oly_ffi_attr *oly__ffi_lookup(const oly_callback_frame *frame,
+                                                  const char *name, const void *out)
+{
+    if (!frame || !frame->ffi) return NULL; /* not an ffi_call: nowhere to say so */
+    if (!name || !out) {
+        oly_ffi_fail(frame, OLY_ERR_INVALID, "attribute lookup: %s is NULL", name ? "out" : "name");
+        return NULL;
+    }
+    const oly_ffi_attr *a = oly_ffi_attr_find(frame, name);
+    if (a) return a;
+    char have[256];
+    size_t k = 0;
+    have[0] = '\0';
+    for (int i = 0; i < frame->ffi->n_attrs && k < sizeof have; i++) {
+        int w = snprintf(have + k, sizeof have - k, i ? ", %s" : "%s", frame->ffi->attrs[i].name);
+        k += w > 0 ? (size_t)w : 0;
+    }
+    if (!frame->ffi->n_attrs)
+        oly_ffi_fail(frame, OLY_ERR_INVALID, "attribute '%s' is missing (the call has no "
+                     "attributes)", name);
+    else
+        oly_ffi_fail(frame, OLY_ERR_INVALID, "attribute '%s' is missing (the call has: %s)", name,
+                     have);
+    return NULL;
+}
+
+/* Writes "attribute 'x' is <what it is>, expected <want>"; OLY_ERR_TYPE. */
+static inline oly_status oly__ffi_wrong(const oly_callback_frame *frame, const oly_ffi_attr *a,
+                                        const char *want)
+{
+    char got[160];
+    oly__ffi_describe(a, got, sizeof got);
+    oly_ffi_fail(frame, OLY_ERR_TYPE, "attribute '%s' is %s, expected %s", a->name, got, want);
+    return OLY_ERR_TYPE;
+}
+
+/* Typed reads by name. Each returns OLY_OK and writes *out, or fails with
+ * out untouched and the message written for oly_ffi_fail's channel (so a
+ * kernel just returns the status): OLY_ERR_INVALID when the attribute is
+ * missing or its value does not fit, OLY_ERR_TYPE when it has another type. */
+
+/* A bool scalar. */
+static inline oly_status oly_ffi_attr_bool(const oly_callback_frame *frame, const char *name,
+                                           bool *out)
+{
+    const oly_ffi_attr *a = oly__ffi_lookup(frame, name, out);
+    if (!a) return OLY_ERR_INVALID;
+    if (a->kind != OLY_FFI_ATTR_SCALAR || a->scalar.dtype != OLY_BOOL)
+        return oly__ffi_wrong(frame, a, "a bool scalar");
+    *out = a->scalar.v.i != 0;
+    return OLY_OK;
+}
+
+/* An integer scalar of any width, signed or unsigned, whose value fits int64
+ * (not a bool). */
+static inline oly_status oly_ffi_attr_i64(const oly_callback_frame *frame, const char *name,
+                                          int64_t *out)
+{
+    const oly_ffi_attr *a = oly__ffi_lookup(frame, name, out);
+    if (!a) return OLY_ERR_INVALID;
+    oly_dtype t = a->scalar.dtype;
+    if (a->kind != OLY_FFI_ATTR_SCALAR || t < OLY_INT8 || t > OLY_UINT64)
+        return oly__ffi_wrong(frame, a, "an integer scalar");
+    if (t >= OLY_UINT8 && a->scalar.v.u > (uint64_t)INT64_MAX) {
+        oly_ffi_fail(frame, OLY_ERR_INVALID, "attribute '%s' is %llu, which does not fit in int64",
+                     a->name, (unsigned long long)a->scalar.v.u);
+        return OLY_ERR_INVALID;
+    }
+    *out = t >= OLY_UINT8 ? (int64_t)a->scalar.v.u : a->scalar.v.i;
+    return OLY_OK;
+}
+
+/* A floating-point scalar of any width, or an integer scalar (converted;
+ * not a bool or complex). */
+static inline oly_status oly_ffi_attr_f64(const oly_callback_frame *frame, const char *name,
+                                          double *out)
+{
+    const oly_ffi_attr *a = oly__ffi_lookup(frame, name, out);
+    if (!a) return OLY_ERR_INVALID;
+    oly_dtype t = a->scalar.dtype;
+    if (a->kind != OLY_FFI_ATTR_SCALAR || t < OLY_INT8 || t > OLY_FLOAT64)
+        return oly__ffi_wrong(frame, a, "a float (or integer) scalar");
+    *out = t >= OLY_FLOAT16 ? a->scalar.v.f
+         : t >= OLY_UINT8   ? (double)a->scalar.v.u
+                            : (double)a->scalar.v.i;
+    return OLY_OK;
+}
+
+/* A string: *out NUL-terminated UTF-8; *size (may be NULL) its bytes. */
+static inline oly_status oly_ffi_attr_str(const oly_callback_frame *frame, const char *name,
+                                          const char **out, int64_t *size)
+{
+    const oly_ffi_attr *a = oly__ffi_lookup(frame, name, out);
+    if (!a) return OLY_ERR_INVALID;
+    if (a->kind != OLY_FFI_ATTR_STRING) return oly__ffi_wrong(frame, a, "a string");
+    *out = a->string;
+    if (size) *size = a->size;
+    return OLY_OK;
+}
+
+/* An array of exactly dtype: *data its elements (C order), *size (may be
+ * NULL) their count. The shape is oly_ffi_attr_find(frame, name)->aval. */
+static inline oly_status oly_ffi_attr_array(const oly_callback_frame *frame, const char *name,
+                                            oly_dtype dtype, const void **data, int64_t *size)
+{
+    const oly_ffi_attr *a = oly__ffi_lookup(frame, name, data);
+    if (!a) return OLY_ERR_INVALID;
+    if (a->kind != OLY_FFI_ATTR_ARRAY || a->aval.dtype != dtype) {
+        char want[64];
+        snprintf(want, sizeof want, "an array of %s", oly__ffi_dtype_name(dtype));
+        return oly__ffi_wrong(frame, a, want);
+    }
+    *data = a->data;
+    if (size) *size = a->size;
+    return OLY_OK;
+}
 
 #ifdef __cplusplus
 }

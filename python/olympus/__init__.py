@@ -55,6 +55,7 @@ from ._src import array_methods as _array_methods  # noqa: E402
 from ._src.callback import pure_callback, effects_barrier  # noqa: E402
 from . import debug  # noqa: E402
 from . import experimental  # noqa: E402
+from . import ffi  # noqa: E402
 
 _array_methods.install()
 
@@ -78,7 +79,7 @@ __all__ = [
     "Array", "CallbackError", "ConcretizationTypeError", "config", "jit", "make_jaxpr",
     "ShapeDtypeStruct", "CpuDevice", "devices", "local_devices", "device_count",
     "local_device_count", "block_until_ready", "device_put", "device_get", "tree_util",
-    "numpy", "lax", "pure_callback", "effects_barrier", "debug", "experimental",
+    "numpy", "lax", "pure_callback", "effects_barrier", "debug", "experimental", "ffi",
     "vmap", "jvp", "linearize", "vjp", "grad", "value_and_grad", "jacfwd", "jacrev", "hessian",
     "linear_transpose", "custom_jvp", "custom_vjp", "checkpoint", "remat", "closure_convert",
     "eval_shape",

@@ -57,7 +57,8 @@ oly_status oly_program_jvp(oly_program *p, const bool *nz_in, oly_program **out,
             oly__atoms_unset(w.out2, e->n_out);
             s = e->prim->jvp(&ctx, e, w.in, w.in2, tnz, w.out, w.out2, onz);
             if (s != OLY_OK) {
-                s = oly__error_prefix(s, "jvp of %s", e->prim->name);
+                char label[256];
+                s = oly__error_prefix(s, "jvp of %s", oly__eqn_label(e, label, sizeof label));
                 break;
             }
             for (int j = 0; j < e->n_out && s == OLY_OK; j++) {

@@ -79,6 +79,10 @@ void oly__walk_outputs(oly_walk *w, const oly_eqn *e);
 oly_atom oly__walk_read(const oly_walk *w, oly_atom a, int lit_fact, int *fact);
 /* Marks n rule outputs unset, so a rule that forgets one is caught. */
 void oly__atoms_unset(oly_atom *a, int n);
+/* How a transform's error names e: its primitive, with the host function it
+ * calls when it has one ("pure_callback[callback=ffi_call:rms_norm]"). buf
+ * holds n bytes; returns buf. */
+const char *oly__eqn_label(const oly_eqn *e, char *buf, size_t n);
 /* "<prim> has no <rule> rule" (OLY_ERR_UNSUPPORTED). */
 oly_status oly__rule_missing(const oly_eqn *e, const char *rule);
 /* What a rule returned for its `what` j: set, and of aval want; otherwise

@@ -109,7 +109,8 @@ oly_status oly_program_transpose(oly_program *linear, int n_res, oly_program **o
         oly__atoms_unset(w.in2, e->n_in);
         s = e->prim->transpose(&ctx, e, w.in, elin, w.out, enz, w.in2, cinz);
         if (s != OLY_OK) {
-            s = oly__error_prefix(s, "transpose of %s", e->prim->name);
+            char label[256];
+            s = oly__error_prefix(s, "transpose of %s", oly__eqn_label(e, label, sizeof label));
             break;
         }
         for (int i = 0; i < e->n_in && s == OLY_OK; i++) {

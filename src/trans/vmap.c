@@ -103,7 +103,8 @@ oly_status oly_program_vmap(oly_program *p, const int *in_axes, int64_t axis_siz
             oly__atoms_unset(w.out, e->n_out);
             s = e->prim->batch(&ctx, e, w.in, w.in_fact, w.out, w.out_fact);
             if (s != OLY_OK) {
-                s = oly__error_prefix(s, "vmap of %s", e->prim->name);
+                char label[256];
+                s = oly__error_prefix(s, "vmap of %s", oly__eqn_label(e, label, sizeof label));
                 break;
             }
             for (int j = 0; j < e->n_out && s == OLY_OK; j++)

@@ -112,6 +112,20 @@ void oly__atoms_unset(oly_atom *a, int n)
     }
 }
 
+const char *oly__eqn_label(const oly_eqn *e, char *buf, size_t n)
+{
+    const oly_prim *p = e->prim;
+    snprintf(buf, n, "%s", p->name);
+    for (int i = 0; e->params && i < p->n_fields; i++) {
+        const oly_param_field *f = &p->fields[i];
+        if (f->kind != OLY_FIELD_HOST_FN) continue;
+        const oly_host_fn *h = *(oly_host_fn *const *)((const char *)e->params + f->offset);
+        if (h) snprintf(buf, n, "%s[%s=%s]", p->name, f->name, oly_host_fn_name(h));
+        break;
+    }
+    return buf;
+}
+
 oly_status oly__rule_missing(const oly_eqn *e, const char *rule)
 {
     return oly__error(OLY_ERR_UNSUPPORTED, "%s has no %s rule", e->prim->name, rule);

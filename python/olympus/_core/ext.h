@@ -14,6 +14,7 @@
  *   pytree.c     tree_flatten / unflatten, PyTreeDef, registry
  *   callback.c   the host adapter: the callback trampoline and _core.callback
  *   buffer.c     buffer_callback: Buffer, ExecutionContext, its trampoline and bind
+ *   ffi.c        olympus.ffi: the FFI target registry, bindings, _core.ffi_call
  */
 #ifndef OLYMPUS_EXT_H
 #define OLYMPUS_EXT_H
@@ -205,5 +206,9 @@ extern PyMethodDef ext_jit_methods[];      /* jit, make_jaxpr */
 extern PyMethodDef ext_pytree_methods[];   /* tree_flatten, tree_unflatten, register_pytree_node, ... */
 extern PyMethodDef ext_callback_methods[]; /* callback */
 extern PyMethodDef ext_buffer_methods[];   /* buffer_callback */
+
+/* ---------------------------------------------------------------- ffi.c */
+int ext_ffi_init(PyObject *module);
+extern PyMethodDef ext_ffi_methods[]; /* ffi_register, ffi_call, ... */
 
 #endif /* OLYMPUS_EXT_H */

@@ -210,7 +210,7 @@ static PyMethodDef *collect_methods(void)
                                    ext_operator_methods,
                                    ext_jit_methods, ext_transform_methods,
                                    ext_pytree_methods, ext_callback_methods,
-                                   ext_buffer_methods};
+                                   ext_buffer_methods, ext_ffi_methods};
     Py_ssize_t total = 0;
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) total += count_methods(tables[i]);
     PyMethodDef *all = PyMem_Calloc((size_t)total + 1, sizeof *all);
@@ -278,6 +278,7 @@ PyMODINIT_FUNC PyInit__core(void)
     if (ext_pytree_init(m) < 0) goto fail;
     if (ext_callback_init(m) < 0) goto fail;
     if (ext_buffer_init(m) < 0) goto fail;
+    if (ext_ffi_init(m) < 0) goto fail;
     return m;
 
 fail:
