@@ -175,7 +175,11 @@ def ffi_call(target_name, result_shape_dtypes, *, has_side_effect=False, vmap_me
         batched results. None: vmap of a batched call is NotImplementedError.
         With has_side_effect=True only None and the sequential methods are
         available, and a batched call runs once per element.
-    input_output_aliases: not supported yet (None or an empty dict).
+    input_output_aliases: {input index: output index}. The output starts as
+        that (flattened) input and the kernel updates it in place: in the
+        input's own memory when nothing else reads the input (an intermediate
+        under jit), else in a copy (a caller's array is never changed). Checked
+        as buffer_callback checks them.
     """
     if not isinstance(target_name, str):
         raise TypeError("ffi_call: the target name must be a str, got "
@@ -183,13 +187,10 @@ def ffi_call(target_name, result_shape_dtypes, *, has_side_effect=False, vmap_me
     if vmap_method not in _VMAP_METHODS:
         raise ValueError(f"vmap_method must be one of the allowed methods {list(_VMAP_METHODS)}, "
                          f"but got: {vmap_method!r}")
-    if input_output_aliases:
-        raise NotImplementedError(
-            "olympus.ffi.ffi_call: input_output_aliases is not supported yet: results are "
-            "written to fresh buffers; pass None and copy the input in the kernel")
     if input_output_aliases is not None and not isinstance(input_output_aliases, dict):
         raise TypeError("ffi_call: input_output_aliases must be a dict or None, got "
                         f"{type(input_output_aliases).__name__}")
+    aliases = sorted(input_output_aliases.items()) if input_output_aliases else None
     side = bool(has_side_effect)
     if side and vmap_method not in (None, "sequential", "sequential_unrolled"):
         raise NotImplementedError(
@@ -200,7 +201,7 @@ def ffi_call(target_name, result_shape_dtypes, *, has_side_effect=False, vmap_me
 
     def call(*args, **attrs):
         out = _core.ffi_call(target_name, avals, args, attrs, has_side_effect=side,
-                             vmap_method=vmap_method)
+                             vmap_method=vmap_method, input_output_aliases=aliases)
         return _core.tree_unflatten(out_tree, out)
 
     call.__name__ = f"ffi_call_{target_name}"

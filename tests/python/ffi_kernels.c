@@ -87,7 +87,29 @@ oly_status ffi_test_two(void *user, oly_callback_frame *f);
 oly_status ffi_test_get(void *user, oly_callback_frame *f);
 oly_status ffi_test_fail(void *user, oly_callback_frame *f);
 oly_status ffi_test_scale_user(void *user, oly_callback_frame *f);
+oly_status ffi_test_accumulate(void *user, oly_callback_frame *f);
+int ffi_test_last_in_place(void);
 void ffi_test_release(void *user);
+
+static atomic_int last_in_place = -1;
+
+int ffi_test_last_in_place(void) { return atomic_load(&last_in_place); }
+
+/* results[0] += y (f32), with results[0] aliased to argument 0: it starts
+ * as x, in place or as a copy. Records which (ffi_test_last_in_place). */
+oly_status ffi_test_accumulate(void *user, oly_callback_frame *f)
+{
+    record(f);
+    if (f->n_args != 2 || f->n_results != 1 || f->result_avals[0].dtype != OLY_FLOAT32 ||
+        size_of(&f->arg_avals[1]) != size_of(&f->result_avals[0]))
+        return oly_ffi_fail(f, OLY_ERR_INVALID,
+                            "accumulate: expected x, y and one result, f32 of one size");
+    atomic_store(&last_in_place, f->results[0] == f->args[0]);
+    const float *y = f->args[1];
+    float *out = f->results[0];
+    for (int64_t i = 0, n = size_of(&f->result_avals[0]); i < n; i++) out[i] += y[i];
+    return OLY_OK;
+}
 
 /* results[0] = a * x + y for f32 or f64 x, y of one shape; a: attribute "a"
  * (default 1 when absent). */

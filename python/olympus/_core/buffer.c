@@ -808,7 +808,7 @@ static oly_host_fn *host_fn_for(PyObject *fn, PyObject *in_tree, PyObject *out_t
 /* The aliases as (input, output) pairs, checked against the K flattened
  * arguments and the result avals with the reference's messages; the same
  * output twice is refused too. *out is PyMem-allocated. 0 or -1. */
-static int parse_aliases(PyObject *obj, PyObject *const *args, Py_ssize_t K,
+int ext_parse_aliases(PyObject *obj, PyObject *const *args, Py_ssize_t K,
                          const oly_aval *res, int M, oly_io_alias **out, int *n_out)
 {
     *out = NULL;
@@ -930,7 +930,7 @@ static PyObject *py_buffer_callback(PyObject *Py_UNUSED(m), PyObject *args, PyOb
                      n_res);
         goto done;
     }
-    if (parse_aliases(aliases, PySequence_Fast_ITEMS(seq), K, avals, n_res, &al, &n_al) < 0)
+    if (ext_parse_aliases(aliases, PySequence_Fast_ITEMS(seq), K, avals, n_res, &al, &n_al) < 0)
         goto done;
     hf = host_fn_for(fn, in_tree == Py_None ? NULL : in_tree,
                      out_tree == Py_None ? NULL : out_tree, name ? name : "callback");

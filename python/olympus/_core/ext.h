@@ -182,7 +182,7 @@ void ext_payload_free(void *p);
  * while a transform traced it): ext_raise raises it as it is, not wrapped in
  * CallbackError. The one error channel from host code back to Python. */
 void ext_payload_free_reraise(void *p);
-/* For the other host adapters (buffer.c): whether this thread may take the GIL
+/* For the other host adapters (buffer.c, ffi.c): whether this thread may take the GIL
  * to drop references; vmap_method from None or its name (ValueError
  * otherwise); result_avals from a sequence of (shape, dtype) (*out is
  * PyMem-allocated); and the pending Python exception turned into the error
@@ -196,6 +196,11 @@ oly_status ext_callback_fail(const char *kind, const char *name);
 /* ---------------------------------------------------------------- buffer.c */
 /* The Buffer and ExecutionContext types of buffer_callback. */
 int ext_buffer_init(PyObject *module);
+/* input_output_aliases as (input, output) pairs, checked against the K
+ * flattened arguments and the M result avals with the reference's messages
+ * (ffi_call shares them). *out is PyMem-allocated. 0 or -1. */
+int ext_parse_aliases(PyObject *obj, PyObject *const *args, Py_ssize_t K, const oly_aval *res,
+                      int M, oly_io_alias **out, int *n_out);
 
 /* Module-level functions each file exports into the module's method table
  * (module.c collects them). */

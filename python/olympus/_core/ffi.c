@@ -681,67 +681,20 @@ done:
 
 /* ---------------------------------------------------------------- _core.ffi_call */
 
-static int parse_vmap_method(PyObject *o, int *out)
-{
-    static const char *const names[] = {
-        "sequential", "sequential_unrolled", "expand_dims", "broadcast_all", "legacy_vectorized",
-    };
-    if (o == Py_None) {
-        *out = OLY_VMAP_NONE;
-        return 0;
-    }
-    const char *s = PyUnicode_Check(o) ? PyUnicode_AsUTF8(o) : NULL;
-    for (int i = 0; s && i < (int)(sizeof names / sizeof names[0]); i++) {
-        if (strcmp(s, names[i]) == 0) {
-            *out = OLY_VMAP_SEQUENTIAL + i;
-            return 0;
-        }
-    }
-    if (PyErr_Occurred()) return -1;
-    PyErr_Format(PyExc_ValueError,
-                 "vmap_method must be one of the allowed methods [None, 'sequential', "
-                 "'sequential_unrolled', 'expand_dims', 'broadcast_all', 'legacy_vectorized'], "
-                 "but got: %R",
-                 o);
-    return -1;
-}
-
-/* result_avals: a sequence of (shape, dtype). *out is PyMem-allocated. */
-static int parse_results(PyObject *obj, oly_aval **out, int *n_out)
-{
-    PyObject *seq = PySequence_Fast(obj, "ffi_call: result_avals must be a sequence");
-    if (!seq) return -1;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    oly_aval *avals = n <= INT32_MAX / 2 ? PyMem_Calloc((size_t)n + 1, sizeof *avals) : NULL;
-    if (!avals) {
-        Py_DECREF(seq);
-        PyErr_NoMemory();
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (ext_aval_from_py(PySequence_Fast_GET_ITEM(seq, i), &avals[i]) < 0) {
-            Py_DECREF(seq);
-            PyMem_Free(avals);
-            return -1;
-        }
-        avals[i].weak = false;
-    }
-    Py_DECREF(seq);
-    *out = avals;
-    *n_out = (int)n;
-    return 0;
-}
-
 /* _core.ffi_call(name, result_avals, args, attrs, has_side_effect=False,
- * vmap_method=None) -> list of results. attrs: a dict of attribute values. */
+ * vmap_method=None, input_output_aliases=None) -> list of results. attrs: a
+ * dict of attribute values. Without aliases the call binds pure_callback (or
+ * io_callback with has_side_effect); with (input, output) pairs it binds
+ * buffer_callback, whose buffer plan makes each aliased result start as its
+ * input (in place when nothing else reads the input, else as a copy). */
 static PyObject *py_ffi_call(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"name", "result_avals", "args", "attrs", "has_side_effect",
-                             "vmap_method", NULL};
-    PyObject *name, *ravals, *cargs, *attrs, *vm = Py_None;
+                             "vmap_method", "input_output_aliases", NULL};
+    PyObject *name, *ravals, *cargs, *attrs, *vm = Py_None, *aliases = Py_None;
     int side = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "UOOO!|pO:ffi_call", kwlist, &name, &ravals,
-                                     &cargs, &PyDict_Type, &attrs, &side, &vm))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "UOOO!|pOO:ffi_call", kwlist, &name, &ravals,
+                                     &cargs, &PyDict_Type, &attrs, &side, &vm, &aliases))
         return NULL;
     const char *cname = PyUnicode_AsUTF8(name);
     if (!cname) return NULL;
@@ -755,8 +708,11 @@ static PyObject *py_ffi_call(PyObject *Py_UNUSED(m), PyObject *args, PyObject *k
         return NULL;
     }
     int vmap_method;
-    if (parse_vmap_method(vm, &vmap_method) < 0) return NULL;
-    const oly_prim *prim = oly_prim_lookup(side ? "io_callback" : "pure_callback");
+    if (ext_parse_vmap_method(vm, &vmap_method) < 0) return NULL;
+    bool aliased = aliases != Py_None && PyObject_IsTrue(aliases) == 1;
+    const oly_prim *prim = oly_prim_lookup(aliased ? "buffer_callback"
+                                           : side  ? "io_callback"
+                                                   : "pure_callback");
     if (!prim) {
         PyErr_SetString(PyExc_NotImplementedError, "ffi_call: the callback primitive is missing");
         return NULL;
@@ -765,10 +721,15 @@ static PyObject *py_ffi_call(PyObject *Py_UNUSED(m), PyObject *args, PyObject *k
     int n_res = 0;
     PyObject *items = NULL, *seq = NULL, *result = NULL;
     oly_host_fn *hf = NULL;
+    oly_io_alias *al = NULL;
+    int n_al = 0;
     Py_INCREF(cap);
-    if (parse_results(ravals, &avals, &n_res) < 0) goto done;
+    if (ext_parse_result_avals(ravals, &avals, &n_res) < 0) goto done;
     seq = PySequence_Fast(cargs, "ffi_call: args must be a sequence");
     if (!seq) goto done;
+    if (aliased && ext_parse_aliases(aliases, PySequence_Fast_ITEMS(seq),
+                                     PySequence_Fast_GET_SIZE(seq), avals, n_res, &al, &n_al) < 0)
+        goto done;
     items = PyDict_Items(attrs);
     if (!items || PyList_Sort(items) < 0) goto done; /* names are unique: sorted by name */
     hf = binding_for(cap, cname, items);
@@ -779,6 +740,9 @@ static PyObject *py_ffi_call(PyObject *Py_UNUSED(m), PyObject *args, PyObject *k
         .n_results = n_res,
         .vmap_method = vmap_method,
         .ordered = false,
+        .has_side_effect = aliased && side,
+        .aliases = al,
+        .n_aliases = n_al,
     };
     PyObject *tuple = ext_bind(prim, &params, PySequence_Fast_ITEMS(seq),
                                PySequence_Fast_GET_SIZE(seq), NULL, 0);
@@ -787,6 +751,7 @@ static PyObject *py_ffi_call(PyObject *Py_UNUSED(m), PyObject *args, PyObject *k
     Py_DECREF(tuple);
 done:
     if (hf) oly_host_fn_release(hf);
+    PyMem_Free(al);
     Py_DECREF(cap);
     Py_XDECREF(items);
     Py_XDECREF(seq);
