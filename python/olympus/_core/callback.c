@@ -72,13 +72,15 @@ static int python_alive(void)
     return 1;
 }
 
-void ext_payload_free(void *p)
+void ext_drop_with_gil(void *o)
 {
-    if (!p || !python_alive()) return;
+    if (!o || !python_alive()) return;
     PyGILState_STATE g = PyGILState_Ensure();
-    Py_DECREF((PyObject *)p);
+    Py_DECREF((PyObject *)o);
     PyGILState_Release(g);
 }
+
+void ext_payload_free(void *p) { ext_drop_with_gil(p); }
 
 void ext_payload_free_reraise(void *p) { ext_payload_free(p); }
 

@@ -189,6 +189,9 @@ void ext_payload_free_reraise(void *p);
  * payload and the message "<kind> failed: <name>: <Type>: <text>" (logged as
  * the other callbacks' failures are). */
 int ext_python_alive(void);
+/* Py_DECREF o from any thread, taking the GIL; leaked (not dropped) after
+ * finalization. Accepts NULL. A host function's or payload's release. */
+void ext_drop_with_gil(void *o);
 int ext_parse_vmap_method(PyObject *o, int *out);
 int ext_parse_result_avals(PyObject *obj, oly_aval **out, int *n_out);
 oly_status ext_callback_fail(const char *kind, const char *name);

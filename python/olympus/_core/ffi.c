@@ -36,26 +36,6 @@ enum {
 static PyObject *registry; /* owned: name -> capsule "olympus.ffi_target" */
 static PyObject *bindings; /* owned: (target capsule, attribute bytes) -> capsule "olympus.ffi_binding" */
 
-/* True when this thread may take the GIL to drop references. After
- * finalization (or while another thread finalizes) the reference is leaked. */
-static int python_alive(void)
-{
-    if (!Py_IsInitialized()) return 0;
-#if PY_VERSION_HEX >= 0x030D0000
-    if (Py_IsFinalizing() && !PyGILState_Check()) return 0;
-#else
-    if (_Py_IsFinalizing() && !PyGILState_Check()) return 0;
-#endif
-    return 1;
-}
-
-static void drop_with_gil(PyObject *o)
-{
-    if (!o || !python_alive()) return;
-    PyGILState_STATE g = PyGILState_Ensure();
-    Py_DECREF(o);
-    PyGILState_Release(g);
-}
 
 /* ---------------------------------------------------------------- targets */
 
@@ -486,7 +466,7 @@ static void binding_release(void *user)
     binding *b = user;
     if (!b) return;
     oly_host_fn_release(b->target); /* may run the user's release hook, which may need keep */
-    drop_with_gil(b->keep);
+    ext_drop_with_gil(b->keep);
     free(b->block);
     free(b);
 }

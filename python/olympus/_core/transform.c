@@ -510,25 +510,6 @@ done:
 
 /* ---------------------------------------------------------------- rule thunks */
 
-static int python_alive(void)
-{
-    if (!Py_IsInitialized()) return 0;
-#if PY_VERSION_HEX >= 0x030D0000
-    if (Py_IsFinalizing() && !PyGILState_Check()) return 0;
-#else
-    if (_Py_IsFinalizing() && !PyGILState_Check()) return 0;
-#endif
-    return 1;
-}
-
-static void rule_release(void *user)
-{
-    if (!user || !python_alive()) return;
-    PyGILState_STATE g = PyGILState_Ensure();
-    Py_DECREF((PyObject *)user);
-    PyGILState_Release(g);
-}
-
 /* Calls rule(avals, nz) -> Jaxpr. A Python exception becomes the error
  * payload, marked to be re-raised unchanged by the transform's caller
  * (ext_payload_free_reraise), and a failure status. */
@@ -577,7 +558,7 @@ static int make_thunk(const char *name, PyObject *rule, oly_thunk **out)
         return -1;
     }
     Py_INCREF(rule);
-    oly_status s = oly_thunk_new(name, rule_trace, rule, rule_release, out);
+    oly_status s = oly_thunk_new(name, rule_trace, rule, ext_drop_with_gil, out);
     if (s != OLY_OK) {
         Py_DECREF(rule);
         ext_raise(s);
