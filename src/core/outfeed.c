@@ -28,9 +28,14 @@
 #include <pthread.h>
 
 enum { RECORD_CHARGE = 64 }; /* bytes charged per record besides its arrays */
+/* Consumed records go back to their queue (up to SPARE_MAX of them) for the
+ * next sends: a steady stream of taps allocates no records. Each has room for
+ * at least RECORD_MIN_CAP bytes, enough for a few arrays. */
+enum { SPARE_MAX = 1024, RECORD_MIN_CAP = 512 };
 
 typedef struct record {
     struct record *next;
+    size_t cap;                 /* bytes allocated for the record and its tables */
     oly_host_fn *fn;
     const char *transforms;
     int n;
@@ -44,11 +49,15 @@ typedef struct outq {
     pthread_mutex_t mu;
     pthread_cond_t changed; /* a record was added, consumed, or stop was asked */
     record *head, *tail;
+    record *spare;          /* consumed records kept for reuse */
+    int n_spare;
     size_t bytes, peak;
     uint64_t sent, done;
     bool started, stopping;
     bool receiver_waits;    /* the receiver sleeps on `changed` */
-    int waiters;            /* senders and barriers sleeping on `changed` */
+    int senders_waiting;    /* senders sleeping on `changed` for room */
+    int barriers_waiting;   /* barriers sleeping on `changed` */
+    uint64_t wake_at;       /* the smallest `done` a sleeping barrier waits for */
     pthread_t thread;
 } outq;
 
@@ -105,8 +114,10 @@ static oly_status get_queue(int device, outq **out)
 
 /* Waits on q->changed with q->mu held; the first wait of a caller leaves the
  * blocking hook (releasing, say, the GIL) with q->mu dropped meanwhile. *token
- * starts as NULL and *entered as false; call oly__blocking_leave after unlocking. */
-static void wait_changed(outq *q, bool *entered, void **token)
+ * starts as NULL and *entered as false; call oly__blocking_leave after unlocking.
+ * barrier_target: 0 for a sender waiting for room, else the `done` count the
+ * waiting barrier needs. */
+static void wait_changed(outq *q, bool *entered, void **token, uint64_t barrier_target)
 {
     if (!*entered) {
         pthread_mutex_unlock(&q->mu);
@@ -115,17 +126,40 @@ static void wait_changed(outq *q, bool *entered, void **token)
         pthread_mutex_lock(&q->mu);
         return; /* the lock was dropped: the caller re-checks its condition first */
     }
-    q->waiters++;
-    pthread_cond_wait(&q->changed, &q->mu);
-    q->waiters--;
+    if (barrier_target) {
+        /* The receiver wakes barriers only when `done` reaches wake_at, not
+         * per record; a stale (reached) wake_at is replaced. */
+        if (!q->barriers_waiting || q->wake_at <= q->done || barrier_target < q->wake_at)
+            q->wake_at = barrier_target;
+        q->barriers_waiting++;
+        pthread_cond_wait(&q->changed, &q->mu);
+        q->barriers_waiting--;
+    } else {
+        q->senders_waiting++;
+        pthread_cond_wait(&q->changed, &q->mu);
+        q->senders_waiting--;
+    }
 }
 
-
-static void record_free(record *r)
+/* Drops what r holds (its arrays, its host function); r itself stays. */
+static void record_clear(record *r)
 {
     for (int i = 0; i < r->n; i++) oly_array_release(r->arrays[i]);
     oly_host_fn_release(r->fn);
-    free(r);
+    r->n = 0;
+    r->fn = NULL;
+}
+
+/* Keeps a cleared record for reuse, or frees it; q->mu held. */
+static void record_recycle(outq *q, record *r)
+{
+    if (q->n_spare >= SPARE_MAX) {
+        free(r);
+        return;
+    }
+    r->next = q->spare;
+    q->spare = r;
+    q->n_spare++;
 }
 
 /* Keeps the failure the calling thread's error state describes. */
@@ -182,35 +216,58 @@ static void *receiver(void *arg)
         pthread_mutex_unlock(&q->mu);
         void *(*acquire)(void) = atomic_load(&host_acquire);
         void *token = acquire ? acquire() : NULL;
+        record *used = NULL; /* the last record consumed, cleared, to recycle */
         for (int k = 0; r && k < BATCH; k++) {
             consume(device, r);
             pthread_mutex_lock(&q->mu);
+            if (used) record_recycle(q, used);
             q->head = r->next; /* r is still the head: only the receiver pops */
             if (!q->head) q->tail = NULL;
             q->bytes -= r->bytes;
             q->done++;
-            if (q->waiters) pthread_cond_broadcast(&q->changed); /* a wake costs a syscall */
+            /* a wake costs a syscall: only for a sender waiting for room, or a
+             * barrier whose taps are all consumed */
+            if (q->senders_waiting || (q->barriers_waiting && q->done >= q->wake_at))
+                pthread_cond_broadcast(&q->changed);
             record *next = q->head;
             pthread_mutex_unlock(&q->mu);
-            record_free(r); /* may take the GIL: no queue lock held */
+            record_clear(r); /* may run host code (a release): no queue lock held */
+            used = r;
             r = next;
         }
         void (*release)(void *) = atomic_load(&host_release);
         if (acquire && release) release(token);
         pthread_mutex_lock(&q->mu);
+        if (used) record_recycle(q, used);
     }
     pthread_mutex_unlock(&q->mu);
     return NULL;
 }
 
-static oly_status record_new(oly_host_fn *fn, const char *transforms, oly_array *const *arrays,
-                             int n, record **out)
+/* A record for fn(arrays): a spare of q's when one is big enough, else new. */
+static oly_status record_new(outq *q, oly_host_fn *fn, const char *transforms,
+                             oly_array *const *arrays, int n, record **out)
 {
     size_t tlen = transforms ? strlen(transforms) + 1 : 0;
     size_t size = sizeof(record) + (size_t)n * (sizeof(oly_array *) + sizeof(void *) +
                                                 sizeof(oly_aval)) + tlen;
-    record *r = oly__calloc(1, size);
-    if (!r) return oly__error(OLY_ERR_NOMEM, "outfeed: out of memory for a record of %d arrays", n);
+    record *r = NULL;
+    pthread_mutex_lock(&q->mu);
+    if (q->spare && q->spare->cap >= size) {
+        r = q->spare;
+        q->spare = r->next;
+        q->n_spare--;
+    }
+    pthread_mutex_unlock(&q->mu);
+    if (!r) {
+        size_t cap = size < RECORD_MIN_CAP ? RECORD_MIN_CAP : size;
+        if (!(r = oly__malloc(cap)))
+            return oly__error(OLY_ERR_NOMEM, "outfeed: out of memory for a record of %d arrays",
+                              n);
+        r->cap = cap;
+    }
+    r->next = NULL;
+    r->transforms = NULL;
     r->avals = (oly_aval *)(r + 1);
     r->arrays = (oly_array **)(r->avals + n);
     r->data = (const void **)(r->arrays + n);
@@ -243,7 +300,7 @@ oly_status oly_outfeed_send(int device, oly_host_fn *fn, const char *transforms,
     outq *q;
     OLY_TRY(get_queue(device, &q));
     record *r = NULL;
-    OLY_TRY(record_new(fn, transforms, arrays, n, &r));
+    OLY_TRY(record_new(q, fn, transforms, arrays, n, &r));
     size_t cap = atomic_load(&capacity);
     bool entered = false;
     void *token = NULL;
@@ -259,7 +316,7 @@ oly_status oly_outfeed_send(int device, oly_host_fn *fn, const char *transforms,
         }
     }
     while (st == OLY_OK && q->head && q->bytes + r->bytes > cap && receiving != q)
-        wait_changed(q, &entered, &token);
+        wait_changed(q, &entered, &token, 0);
     if (st == OLY_OK) {
         if (q->tail) q->tail->next = r;
         else q->head = r;
@@ -271,7 +328,10 @@ oly_status oly_outfeed_send(int device, oly_host_fn *fn, const char *transforms,
     }
     pthread_mutex_unlock(&q->mu);
     oly__blocking_leave(entered, token);
-    if (st != OLY_OK) record_free(r);
+    if (st != OLY_OK) {
+        record_clear(r);
+        free(r);
+    }
     return st;
 }
 
@@ -288,7 +348,7 @@ oly_status oly_outfeed_barrier(void)
         pthread_mutex_lock(&q->mu);
         uint64_t target = q->sent;
         bool self = receiving == q && q->done < target;
-        while (!self && q->done < target) wait_changed(q, &entered, &token);
+        while (!self && q->done < target) wait_changed(q, &entered, &token, target);
         pthread_mutex_unlock(&q->mu);
         oly__blocking_leave(entered, token);
         if (self)

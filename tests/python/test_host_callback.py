@@ -82,6 +82,26 @@ def test_id_tap_pytree_result_and_device():
     assert device == olympus.devices()[0]
 
 
+def test_one_tap_function_sees_the_transforms_of_each_use():
+    """The same tap function tapped plainly, under vmap, with a pytree and
+    plainly again: each call gets its own argument structure and the
+    transforms of its own use (the parsed form is cached per text, and must
+    follow a change of text)."""
+    seen = []
+
+    def tap(arg, transforms):
+        seen.append((olympus.tree_util.tree_map(np.shape, arg), transforms))
+
+    f = olympus.jit(lambda x: hcb.id_tap(tap, x))
+    g = olympus.jit(olympus.vmap(lambda x: hcb.id_tap(tap, x)))
+    h = olympus.jit(lambda x: hcb.id_tap(tap, {"a": x, "b": (x, x)}))
+    f(1.0), g(jnp.arange(3.0)), f(2.0), h(1.0), g(jnp.arange(2.0))
+    hcb.barrier_wait()
+    batched = (("batch", {"batch_dims": (0,)}),)
+    assert seen == [((), ()), ((3,), batched), ((), ()), ({"a": (), "b": ((), ())}, ()),
+                    ((2,), batched)]
+
+
 def test_id_tap_kwargs_error():
     with pytest.raises(TypeError, match=r"Support for \*\*kwargs in ``id_tap`` has been removed"):
         hcb.id_tap(lambda a, t: None, 1.0, what="x")

@@ -47,8 +47,13 @@ typedef struct pyfn {
      * a pointer comparison per call. */
     const char *kind_seen;
     int kind_debug;    /* debug_callback: the result is ignored */
-    int kind_outside;  /* outside_call: fn(*leaves, device=, transforms=) */
+    int kind_outside;  /* outside_call: fn(device, transforms, *leaves) */
+    /* A direct tap (outside_call from id_tap without a device): fn is the
+     * user's tap function, called fn(arg, parsed transforms) with arg the one
+     * leaf, or in_tree.unflatten(leaves) when in_tree is set. */
+    int tap_direct;
     PyObject *transforms; /* owned: the last transforms text passed (taps repeat it) */
+    PyObject *parsed;     /* owned: tap_parser(transforms), for direct taps */
     /* Guarded by the GIL: for the first N_SPARE argument positions, the view
      * of the last call when nobody kept it (refcount 1, base None, layout and
      * flags as made, no weak reference or buffer info): the next call
@@ -93,6 +98,7 @@ static void pyfn_release(void *user)
         Py_XDECREF(u->fn);
         Py_XDECREF(u->in_tree);
         Py_XDECREF(u->transforms);
+        Py_XDECREF(u->parsed);
         for (int i = 0; i < N_SPARE; i++) Py_XDECREF(u->spare[i]);
         PyGILState_Release(g);
     }
@@ -406,19 +412,51 @@ static __attribute__((noinline)) PyObject *call_tree(pyfn *u, PyObject **argv, i
     return res;
 }
 
-/* outside_call: fn(*leaves, device=<int>, transforms=<str>). The transforms
- * text of the last call is kept as a str: a tap passes the same one each time. */
+/* outside_call: fn(device, transforms, *leaves), all positional (no keyword
+ * names to match per tap). The transforms text of the last call is kept as a
+ * str: a tap passes the same object each time, so the receiver can tell it
+ * unchanged by identity. */
+static PyObject *tap_parser; /* owned: text -> the transforms a tap function gets */
+
+/* A direct tap: fn(arg, transforms), the transforms parsed once per text. */
+static PyObject *call_tap(pyfn *u, PyObject **argv, int n)
+{
+    if (!u->parsed) {
+        if (!tap_parser) {
+            PyErr_SetString(PyExc_SystemError, "outside_call: no tap transforms parser is set");
+            return NULL;
+        }
+        if (!(u->parsed = PyObject_CallOneArg(tap_parser, u->transforms))) return NULL;
+    }
+    PyObject *arg;
+    if (u->in_tree) {
+        PyObject *leaves = PyList_New(n);
+        if (!leaves) return NULL;
+        for (int i = 0; i < n; i++) PyList_SET_ITEM(leaves, i, Py_NewRef(argv[i]));
+        arg = ext_tree_unflatten(u->in_tree, leaves);
+        Py_DECREF(leaves);
+        if (!arg) return NULL;
+    } else {
+        arg = Py_NewRef(argv[0]);
+    }
+    PyObject *call[2] = {arg, Py_NewRef(u->parsed)}; /* a nested call may replace u's */
+    PyObject *res = PyObject_Vectorcall(u->fn, call, 2, NULL);
+    Py_DECREF(call[0]);
+    Py_DECREF(call[1]);
+    return res;
+}
+
 static __attribute__((noinline)) PyObject *call_outside(pyfn *u, oly_callback_frame *fr,
                                                         PyObject **argv, int n)
 {
-    static PyObject *kwnames;
-    if (!kwnames && !(kwnames = Py_BuildValue("(ss)", "device", "transforms"))) return NULL;
     const char *text = fr->transforms ? fr->transforms : "";
     if (!u->transforms || strcmp(PyUnicode_AsUTF8(u->transforms), text) != 0) {
         PyObject *t = PyUnicode_FromString(text);
         if (!t) return NULL;
         Py_XSETREF(u->transforms, t);
+        Py_CLEAR(u->parsed);
     }
+    if (u->tap_direct) return call_tap(u, argv, n);
     enum { SMALL = 8 };
     PyObject *small[SMALL + 2];
     PyObject **all = n <= SMALL ? small : PyMem_Malloc(((size_t)n + 2) * sizeof *all);
@@ -427,10 +465,10 @@ static __attribute__((noinline)) PyObject *call_outside(pyfn *u, oly_callback_fr
     PyObject *res = NULL;
     if (!all) PyErr_NoMemory();
     if (all && dev) {
-        for (int i = 0; i < n; i++) all[i] = argv[i];
-        all[n] = dev;
-        all[n + 1] = tr;
-        res = PyObject_Vectorcall(u->fn, all, (size_t)n, kwnames);
+        all[0] = dev;
+        all[1] = tr;
+        for (int i = 0; i < n; i++) all[i + 2] = argv[i];
+        res = PyObject_Vectorcall(u->fn, all, (size_t)n + 2, NULL);
     }
     if (all && all != small) PyMem_Free(all);
     Py_XDECREF(dev);
@@ -578,6 +616,7 @@ typedef struct cache_entry {
     PyObject *fn;      /* owned */
     PyObject *in_tree; /* owned; NULL for flat calls */
     const oly_prim *prim;
+    bool tap_direct;
     oly_host_fn *hf;   /* owned reference */
 } cache_entry;
 
@@ -597,12 +636,12 @@ static int same_tree(PyObject *a, PyObject *b)
 /* A new reference to a host function calling fn (through in_tree when not
  * NULL), or NULL with an exception. */
 static oly_host_fn *host_fn_for(PyObject *fn, PyObject *in_tree, const oly_prim *prim,
-                                const char *name)
+                                const char *name, bool tap_direct)
 {
     for (int i = 0; i < CACHE_SIZE; i++) {
         cache_entry *e = &cache[i];
-        if (e->fn == fn && e->prim == prim && strcmp(oly_host_fn_name(e->hf), name) == 0 &&
-            same_tree(e->in_tree, in_tree))
+        if (e->fn == fn && e->prim == prim && e->tap_direct == tap_direct &&
+            strcmp(oly_host_fn_name(e->hf), name) == 0 && same_tree(e->in_tree, in_tree))
             return oly_host_fn_retain(e->hf);
     }
     pyfn *u = malloc(sizeof *u);
@@ -620,7 +659,9 @@ static oly_host_fn *host_fn_for(PyObject *fn, PyObject *in_tree, const oly_prim 
     u->kind_seen = NULL;
     u->kind_debug = 0;
     u->kind_outside = 0;
+    u->tap_direct = tap_direct;
     u->transforms = NULL;
+    u->parsed = NULL;
     for (int i = 0; i < N_SPARE; i++) u->spare[i] = NULL;
     oly_host_fn *hf;
     oly_status s = oly_host_fn_new(name, trampoline, u, pyfn_release, &hf);
@@ -640,6 +681,7 @@ static oly_host_fn *host_fn_for(PyObject *fn, PyObject *in_tree, const oly_prim 
     e->fn = fn;
     e->in_tree = Py_XNewRef(in_tree);
     e->prim = prim;
+    e->tap_direct = tap_direct;
     e->hf = oly_host_fn_retain(hf);
     if (old_hf) oly_host_fn_release(old_hf);
     Py_XDECREF(old_fn);
@@ -753,14 +795,14 @@ static PyObject *callable_name(PyObject *fn, PyObject *name)
 static PyObject *py_callback(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"kind", "fn", "result_avals", "args", "ordered", "vmap_method",
-                             "name", "in_tree", "identity", "device_index", NULL};
+                             "name", "in_tree", "identity", "device_index", "tap", NULL};
     const char *kind;
     PyObject *fn, *ravals, *cargs, *vm = Py_None, *name = Py_None, *in_tree = Py_None;
-    int ordered = 0, identity = 0;
+    int ordered = 0, identity = 0, tap = 0;
     long long device_index = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "sOOO|pOOOpL:callback", kwlist, &kind, &fn,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sOOO|pOOOpLp:callback", kwlist, &kind, &fn,
                                      &ravals, &cargs, &ordered, &vm, &name, &in_tree, &identity,
-                                     &device_index))
+                                     &device_index, &tap))
         return NULL;
     bool outside = strcmp(kind, "outside_call") == 0;
     if (strcmp(kind, "pure_callback") != 0 && strcmp(kind, "io_callback") != 0 &&
@@ -781,10 +823,14 @@ static PyObject *py_callback(PyObject *Py_UNUSED(m), PyObject *args, PyObject *k
                      Py_TYPE(fn)->tp_name);
         return NULL;
     }
+    if (tap && !(outside && identity)) {
+        PyErr_SetString(PyExc_ValueError, "callback: tap=True is for outside_call with identity");
+        return NULL;
+    }
     if (in_tree == Py_None) {
         in_tree = NULL;
-    } else if (outside) {
-        PyErr_SetString(PyExc_ValueError, "callback: outside_call takes no in_tree");
+    } else if (outside && !tap) {
+        PyErr_SetString(PyExc_ValueError, "callback: outside_call takes an in_tree only as a tap");
         return NULL;
     } else if (!PyObject_TypeCheck(in_tree, ext_st->PyTreeDef_Type)) {
         PyErr_Format(PyExc_TypeError, "callback: in_tree must be a PyTreeDef or None, got %.200s",
@@ -817,7 +863,11 @@ static PyObject *py_callback(PyObject *Py_UNUSED(m), PyObject *args, PyObject *k
                      ext_treedef_num_leaves(in_tree), PySequence_Fast_GET_SIZE(seq));
         goto done;
     }
-    hf = host_fn_for(fn, in_tree, prim, cname);
+    if (tap && !in_tree && PySequence_Fast_GET_SIZE(seq) != 1) {
+        PyErr_SetString(PyExc_ValueError, "callback: a tap of several leaves needs its in_tree");
+        goto done;
+    }
+    hf = host_fn_for(fn, in_tree, prim, cname, tap != 0);
     if (!hf) goto done;
     oly_params_callback params = {
         .callback = hf,
@@ -912,7 +962,20 @@ static void host_release(void *token)
     if (token) PyGILState_Release((PyGILState_STATE)((intptr_t)token - 1));
 }
 
+static PyObject *py_set_tap_parser(PyObject *Py_UNUSED(m), PyObject *fn)
+{
+    if (!PyCallable_Check(fn)) {
+        PyErr_Format(PyExc_TypeError, "set_tap_parser: expected a callable, got %.200s",
+                     Py_TYPE(fn)->tp_name);
+        return NULL;
+    }
+    Py_XSETREF(tap_parser, Py_NewRef(fn));
+    Py_RETURN_NONE;
+}
+
 PyMethodDef ext_callback_methods[] = {
+    {"set_tap_parser", py_set_tap_parser, METH_O,
+     "set_tap_parser(fn): fn(transforms_text) -> what a direct tap function gets as transforms"},
     {"outfeed_barrier", py_outfeed_barrier, METH_NOARGS,
      "Wait until every tap sent so far was consumed; raise the last tap failure since the\n"
      "previous barrier (CallbackError from the tap's exception)."},
@@ -928,8 +991,10 @@ PyMethodDef ext_callback_methods[] = {
      "Bind a host callback primitive ('pure_callback', 'io_callback', 'debug_callback') that\n"
      "calls fn(*numpy_arrays), or fn(*a, **k) with (a, k) = in_tree.unflatten(numpy_arrays)\n"
      "when in_tree is given; result_avals is a list of (shape, dtype). 'outside_call'\n"
-     "(host_callback) calls fn(*numpy_arrays, device=<int>, transforms=<str>); with identity\n"
-     "it is a tap whose outputs are args, run on the device's outfeed receiver."},
+     "(host_callback) calls fn(device_id, transforms_text, *numpy_arrays); with identity\n"
+     "it is a tap whose outputs are args, run on the device's outfeed receiver. With tap=True\n"
+     "(identity only) fn is the tap function itself, called fn(arg, transforms): arg the one\n"
+     "leaf or in_tree.unflatten(leaves), transforms set_tap_parser's fn of the text."},
     {NULL, NULL, 0, NULL},
 };
 

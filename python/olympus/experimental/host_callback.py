@@ -88,23 +88,40 @@ def _aval_str(shape, dtype):
 
 class _Caller:
     """What the receiver (taps) or the executing thread (call) invokes with the
-    flat arguments: rebuilds `arg`, calls the user function, checks `call`'s result."""
+    device id, the transforms text and the flat arguments: rebuilds `arg`,
+    calls the user function, checks `call`'s result. Taps run at the rate of
+    the receiver, so the common cases cost little: one leaf needs no
+    unflattening, and the parsed transforms are kept for the text object the
+    runtime passes again and again."""
 
     def __init__(self, func, identity, with_device, arg_tree, result_tree, result_avals):
         self.func = func
         self.identity = identity
         self.with_device = with_device
         self.arg_tree = arg_tree
+        self.single_leaf = arg_tree == _LEAF
         self.result_tree = result_tree
         self.result_avals = result_avals
+        self.parsed = ("", ())  # (transforms text, its parsed form): replaced whole
         self.__name__ = getattr(func, "__name__", type(func).__name__)
+        # What the runtime calls: a bound method, made once (calling it is
+        # cheaper than calling the instance, and the same object each time
+        # keeps the compiled program cached).
+        self.entry = self._tap if identity else self._call
 
-    def __call__(self, *leaves, device, transforms):
-        arg = tree_util.tree_unflatten(self.arg_tree, leaves)
+    def _tap(self, device, transforms, *leaves):
+        arg = leaves[0] if self.single_leaf else tree_util.tree_unflatten(self.arg_tree, leaves)
+        parsed = self.parsed
+        if parsed[0] is not transforms:
+            parsed = self.parsed = (transforms, _parse_transforms(transforms))
+        if self.with_device:
+            self.func(arg, parsed[1], device=olympus.devices()[device])
+        else:
+            self.func(arg, parsed[1])
+
+    def _call(self, device, transforms, *leaves):
+        arg = leaves[0] if self.single_leaf else tree_util.tree_unflatten(self.arg_tree, leaves)
         kw = {"device": olympus.devices()[device]} if self.with_device else {}
-        if self.identity:
-            self.func(arg, _parse_transforms(transforms), **kw)
-            return None
         res = self.func(arg, **kw)
         flat, tree = tree_util.tree_flatten(res)
         if tree != self.result_tree:
@@ -121,6 +138,8 @@ class _Caller:
         return flat
 
 
+_LEAF = tree_util.tree_structure(0)
+_core.set_tap_parser(_parse_transforms)
 _canonical = _core.canonicalize_dtype  # the dtype after the x64 switch
 
 _callers = {}
@@ -215,9 +234,15 @@ def _call(callback_func, arg, *, result_shape=None, call_with_device=False, iden
         callback_func(tree_util.tree_unflatten(arg_tree, host), (), **kw)
         return tree_util.tree_unflatten(arg_tree, flat_args)
     _start()
+    if identity and not call_with_device:  # the runtime calls tap_func(arg, transforms) itself
+        outs = _core.callback("outside_call", callback_func, [], tuple(flat_args), identity=True,
+                              tap=True, in_tree=None if arg_tree == _LEAF else arg_tree,
+                              device_index=device_index,
+                              name=getattr(callback_func, "__name__", None))
+        return tree_util.tree_unflatten(arg_tree, outs)
     caller = _caller(callback_func, identity, call_with_device, arg_tree, result_tree,
                      result_avals)
-    outs = _core.callback("outside_call", caller, result_avals, tuple(flat_args),
+    outs = _core.callback("outside_call", caller.entry, result_avals, tuple(flat_args),
                           identity=identity, device_index=device_index, name=caller.__name__)
     if identity:
         return tree_util.tree_unflatten(arg_tree, outs)
