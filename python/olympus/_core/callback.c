@@ -389,16 +389,22 @@ static inline void release_args(pyfn *u, oly_callback_frame *fr, PyObject **argv
     }
 }
 
+/* u->in_tree.unflatten(argv[0..n)). New reference or NULL. */
+static PyObject *unflatten_args(pyfn *u, PyObject **argv, int n)
+{
+    PyObject *leaves = PyList_New(n);
+    if (!leaves) return NULL;
+    for (int i = 0; i < n; i++) PyList_SET_ITEM(leaves, i, Py_NewRef(argv[i]));
+    PyObject *tree = ext_tree_unflatten(u->in_tree, leaves);
+    Py_DECREF(leaves);
+    return tree;
+}
+
 /* Calls the function through in_tree (fn(*args, **kwargs)). */
 static __attribute__((noinline)) PyObject *call_tree(pyfn *u, PyObject **argv, int n)
 {
     PyObject *res = NULL;
-    PyObject *leaves = PyList_New(n), *ak = NULL;
-    if (leaves) {
-        for (int i = 0; i < n; i++) PyList_SET_ITEM(leaves, i, Py_NewRef(argv[i]));
-        ak = ext_tree_unflatten(u->in_tree, leaves);
-        Py_DECREF(leaves);
-    }
+    PyObject *ak = unflatten_args(u, argv, n);
     if (ak && (!PyTuple_Check(ak) || PyTuple_GET_SIZE(ak) != 2 ||
                !PyTuple_Check(PyTuple_GET_ITEM(ak, 0)) || !PyDict_Check(PyTuple_GET_ITEM(ak, 1)))) {
         PyErr_SetString(PyExc_SystemError, "callback: in_tree must describe (args, kwargs)");
@@ -428,17 +434,8 @@ static PyObject *call_tap(pyfn *u, PyObject **argv, int n)
         }
         if (!(u->parsed = PyObject_CallOneArg(tap_parser, u->transforms))) return NULL;
     }
-    PyObject *arg;
-    if (u->in_tree) {
-        PyObject *leaves = PyList_New(n);
-        if (!leaves) return NULL;
-        for (int i = 0; i < n; i++) PyList_SET_ITEM(leaves, i, Py_NewRef(argv[i]));
-        arg = ext_tree_unflatten(u->in_tree, leaves);
-        Py_DECREF(leaves);
-        if (!arg) return NULL;
-    } else {
-        arg = Py_NewRef(argv[0]);
-    }
+    PyObject *arg = u->in_tree ? unflatten_args(u, argv, n) : Py_NewRef(argv[0]);
+    if (!arg) return NULL;
     PyObject *call[2] = {arg, Py_NewRef(u->parsed)}; /* a nested call may replace u's */
     PyObject *res = PyObject_Vectorcall(u->fn, call, 2, NULL);
     Py_DECREF(call[0]);
