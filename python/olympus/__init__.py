@@ -39,7 +39,7 @@ Array = _core.Array
 CallbackError = _core.CallbackError
 ConcretizationTypeError = _core.ConcretizationTypeError
 
-from ._src.config import config  # noqa: E402
+from ._src.config import config, enable_x64, disable_x64, disable_jit  # noqa: E402
 from ._src.api import (  # noqa: E402
     jit, make_jaxpr, ShapeDtypeStruct, CpuDevice, devices, local_devices, device_count,
     local_device_count, block_until_ready, device_put, device_get, default_backend,
@@ -49,6 +49,8 @@ from ._src.ad import (  # noqa: E402
     custom_jvp, custom_vjp, checkpoint, remat, closure_convert, eval_shape,
 )
 from . import tree_util  # noqa: E402
+from . import errors  # noqa: E402
+from . import sharding  # noqa: E402
 from . import numpy  # noqa: E402
 from . import lax  # noqa: E402
 from ._src import array_methods as _array_methods  # noqa: E402
@@ -58,6 +60,7 @@ from . import experimental  # noqa: E402
 from . import ffi  # noqa: E402
 
 _array_methods.install()
+jacobian = jacrev  # JAX's name for reverse-mode jacobians
 
 
 def _drain_device_streams():
@@ -82,5 +85,5 @@ __all__ = [
     "numpy", "lax", "pure_callback", "effects_barrier", "debug", "experimental", "ffi",
     "vmap", "jvp", "linearize", "vjp", "grad", "value_and_grad", "jacfwd", "jacrev", "hessian",
     "linear_transpose", "custom_jvp", "custom_vjp", "checkpoint", "remat", "closure_convert",
-    "eval_shape",
+    "eval_shape", "errors", "sharding", "enable_x64", "disable_x64", "jacobian", "disable_jit",
 ]

@@ -366,10 +366,23 @@ fail:
     return -1;
 }
 
+/* Set by olympus.disable_jit(): jitted functions run their Python op by op. */
+static int jit_disabled;
+
+static PyObject *py_set_jit_disabled(PyObject *Py_UNUSED(m), PyObject *arg)
+{
+    int was = jit_disabled, on = PyObject_IsTrue(arg);
+    if (on < 0) return NULL;
+    jit_disabled = on;
+    return PyBool_FromLong(was);
+}
+
 static PyObject *Jit_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
                                 PyObject *kwnames)
 {
     JitFunction *f = (JitFunction *)self;
+    if (__builtin_expect(jit_disabled, 0) && !f->jaxpr_mode)
+        return PyObject_Vectorcall(f->fun, args, nargsf, kwnames);
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     PyObject *dyn = NULL, *dkw = NULL, *statics = NULL, *tree = NULL, *leaves = NULL,
@@ -856,6 +869,9 @@ static PyObject *py_jit_cache_size(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a
 }
 
 PyMethodDef ext_jit_methods[] = {
+    {"set_jit_disabled", py_set_jit_disabled, METH_O,
+     "set_jit_disabled(on) -> the previous setting: jitted functions call their Python\n"
+     "function directly (olympus.disable_jit)"},
     {"set_jit_cache_size", py_set_jit_cache_size, METH_O,
      "set_jit_cache_size(n): most traces each jitted function keeps (0: none)"},
     {"jit_cache_size", py_jit_cache_size, METH_NOARGS, "the jit cache capacity"},

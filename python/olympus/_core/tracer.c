@@ -51,6 +51,9 @@ typedef struct TracerObject {
 } TracerObject;
 
 static PyObject *UnexpectedTracerError; /* owned */
+/* Owned; subclasses of ConcretizationTypeError naming the conversion tried. */
+static PyObject *TracerBoolConversionError, *TracerIntegerConversionError,
+    *TracerArrayConversionError;
 
 #define TR(o) ((TracerObject *)(o))
 
@@ -178,11 +181,17 @@ static PyObject *leaked_error(PyObject *tracer)
     return NULL;
 }
 
+/* fn names the conversion; bool, int/index and numpy.asarray raise their
+ * own subclasses, as JAX names them. */
 static PyObject *concretization_error(PyObject *self, const char *fn)
 {
     char shape[512];
     ext_format_shaped(shape, sizeof shape, &TR(self)->aval);
-    PyErr_Format(ext_st->ConcretizationTypeError,
+    PyObject *type = !strcmp(fn, "bool")                            ? TracerBoolConversionError
+                     : !strcmp(fn, "int") || !strcmp(fn, "index")   ? TracerIntegerConversionError
+                     : !strcmp(fn, "numpy.asarray")                 ? TracerArrayConversionError
+                                                                    : ext_st->ConcretizationTypeError;
+    PyErr_Format(type,
                  "Abstract tracer value encountered where concrete value is expected: traced "
                  "array with shape %s.\nThe problem arose with the `%s` function. If trying to "
                  "convert the traced value to a concrete value (Python control flow, a NumPy "
@@ -785,10 +794,29 @@ int ext_tracer_init(PyObject *module)
 
     UnexpectedTracerError = PyErr_NewExceptionWithDoc(
         "olympus._core.UnexpectedTracerError",
-        "A traced value was used outside the trace that made it (it leaked).", PyExc_Exception,
+        "A traced value was used outside the trace that made it (it leaked).", PyExc_TypeError,
         NULL);
     if (!UnexpectedTracerError) return -1;
     if (PyModule_AddObjectRef(module, "UnexpectedTracerError", UnexpectedTracerError) < 0)
         return -1;
+    static const struct {
+        const char *name, *doc;
+        PyObject **slot;
+    } conv[] = {
+        {"TracerBoolConversionError", "bool() of a traced value (Python control flow on it).",
+         &TracerBoolConversionError},
+        {"TracerIntegerConversionError", "int() or __index__() of a traced value.",
+         &TracerIntegerConversionError},
+        {"TracerArrayConversionError", "numpy.asarray() of a traced value.",
+         &TracerArrayConversionError},
+    };
+    for (size_t i = 0; i < sizeof conv / sizeof conv[0]; i++) {
+        char qual[96];
+        snprintf(qual, sizeof qual, "olympus._core.%s", conv[i].name);
+        *conv[i].slot =
+            PyErr_NewExceptionWithDoc(qual, conv[i].doc, ext_st->ConcretizationTypeError, NULL);
+        if (!*conv[i].slot || PyModule_AddObjectRef(module, conv[i].name, *conv[i].slot) < 0)
+            return -1;
+    }
     return 0;
 }

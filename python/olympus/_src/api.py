@@ -257,6 +257,12 @@ def _array_devices(x):
     return {devices()[x._device_id]}
 
 
+def _array_from_pickle(value):
+    """What a pickled Array becomes again (see Array.__reduce__)."""
+    import olympus.numpy as jnp
+    return jnp.asarray(value)
+
+
 def block_until_ready(x):
     """Wait until every array in the pytree x is computed; returns x."""
     from olympus import tree_util

@@ -10,6 +10,7 @@ from olympus import _core
 from olympus import lax
 from olympus._src import api as _api
 from olympus._src import jnp
+from olympus.sharding import SingleDeviceSharding
 
 Array = _core.Array
 Tracer = _core.Tracer
@@ -385,6 +386,12 @@ _FALLBACK_OPERATORS = {
 }
 
 
+def _array_reduce(self):
+    """Pickling: an Array pickles as its value and unpickles as an Array (on
+    the default device, as JAX does)."""
+    return _api._array_from_pickle, (np.asarray(self),)
+
+
 def install():
     """Attach the methods to _core.Array and _core.Tracer (idempotent)."""
     for cls in (Array, Tracer):
@@ -398,4 +405,6 @@ def install():
         cls.__array_priority__ = 100
     Array.__repr__ = _array_repr
     Array.__str__ = _array_str
+    Array.__reduce__ = _array_reduce
+    Array.sharding = property(lambda self: SingleDeviceSharding(_api._array_device(self)))
     Array.__format__ = _array_format

@@ -1,4 +1,5 @@
 """olympus.config: the process-wide switches."""
+import contextlib
 import os
 
 from olympus import _core
@@ -101,3 +102,34 @@ class Config:
 
 
 config = Config()
+
+
+@contextlib.contextmanager
+def enable_x64(new_val=True):
+    """`with olympus.enable_x64():` turns 64-bit dtypes on for the block and
+    restores the previous setting after it (also on an exception). The switch
+    is process-wide: other threads see it while the block runs."""
+    old = config.olympus_enable_x64
+    config.update("olympus_enable_x64", bool(new_val))
+    try:
+        yield
+    finally:
+        config.update("olympus_enable_x64", old)
+
+
+def disable_x64():
+    """`with olympus.disable_x64():` the opposite of enable_x64."""
+    return enable_x64(False)
+
+
+@contextlib.contextmanager
+def disable_jit(disable=True):
+    """`with olympus.disable_jit():` jitted functions run their Python body op
+    by op instead of compiling it (values can be printed, pdb works); the
+    previous setting comes back after the block. Process-wide. make_jaxpr is
+    unaffected."""
+    old = _core.set_jit_disabled(bool(disable))
+    try:
+        yield
+    finally:
+        _core.set_jit_disabled(old)
