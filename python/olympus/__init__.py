@@ -41,7 +41,7 @@ ConcretizationTypeError = _core.ConcretizationTypeError
 
 from ._src.config import config, enable_x64, disable_x64, disable_jit  # noqa: E402
 from ._src.api import (  # noqa: E402
-    jit, make_jaxpr, ShapeDtypeStruct, CpuDevice, devices, local_devices, device_count,
+    ensure_compile_time_eval, jit, make_jaxpr, ShapeDtypeStruct, CpuDevice, devices, local_devices, device_count,
     local_device_count, block_until_ready, device_put, device_get, default_backend,
 )
 from ._src.ad import (  # noqa: E402
@@ -50,6 +50,7 @@ from ._src.ad import (  # noqa: E402
 )
 from . import tree_util  # noqa: E402
 from . import errors  # noqa: E402
+from . import test_util  # noqa: E402
 from . import sharding  # noqa: E402
 from . import numpy  # noqa: E402
 from . import lax  # noqa: E402
@@ -86,4 +87,5 @@ __all__ = [
     "vmap", "jvp", "linearize", "vjp", "grad", "value_and_grad", "jacfwd", "jacrev", "hessian",
     "linear_transpose", "custom_jvp", "custom_vjp", "checkpoint", "remat", "closure_convert",
     "eval_shape", "errors", "sharding", "enable_x64", "disable_x64", "jacobian", "disable_jit",
+    "ensure_compile_time_eval", "test_util",
 ]

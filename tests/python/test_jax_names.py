@@ -111,3 +111,59 @@ def test_sharding_names_the_device():
     assert s.is_fully_replicated and s.is_fully_addressable
     assert s == olympus.sharding.SingleDeviceSharding(olympus.devices()[0])
     assert repr(s) == "SingleDeviceSharding(device=CpuDevice(id=0))"
+
+
+def test_lower_as_text_and_compile():
+    f = olympus.jit(lambda x, n: x * n, static_argnums=1)
+    lowered = f.lower(jnp.ones(3), 2)
+    assert lowered.as_text() == str(olympus.make_jaxpr(lambda x: x * 2)(jnp.ones(3)))
+    assert [str(a) for a in lowered.in_avals] == ["f32[3]"]
+    compiled = lowered.compile()
+    np.testing.assert_allclose(compiled(jnp.arange(3.0), 2), [0.0, 2.0, 4.0])
+    with pytest.raises(TypeError, match=r"leaf 0 is float32\[4\], compiled for float32\[3\]"):
+        compiled(jnp.ones(4), 2)
+    with pytest.raises(TypeError, match="leaf 1 is static 3, compiled for static 2"):
+        compiled(jnp.ones(3), 3)
+    with pytest.raises(TypeError, match="argument structure"):
+        compiled((jnp.ones(3),), 2)
+
+
+def test_ensure_compile_time_eval_computes_concrete_values_while_tracing():
+    seen = []
+
+    def g(x):
+        with olympus.ensure_compile_time_eval():
+            y = jnp.sin(np.float32(1.0))       # concrete: computed now
+            seen.append(type(y).__name__)
+            big = bool(y > 0.5)                # Python control flow on it
+            z = x * 2                          # traced: staged as usual
+        return z + (1.0 if big else 0.0)
+
+    assert float(olympus.jit(g)(1.0)) == 3.0
+    assert seen == ["Array"]
+    assert "sin" not in str(olympus.make_jaxpr(g)(1.0))
+    with pytest.raises(errors.TracerBoolConversionError):   # off again after the block
+        olympus.jit(lambda x: 1.0 if jnp.sin(np.float32(1.0)) > 0.5 else x)(1.0)
+
+
+def test_check_grads_passes_good_rules_and_catches_wrong_ones():
+    from olympus.test_util import check_grads
+    check_grads(lambda x: jnp.sin(x) * x, (jnp.arange(3.0),), order=2)
+    check_grads(lambda x, y: {"a": x * y, "b": jnp.exp(x)}, (jnp.arange(3.0), 2.0), order=2)
+    wrong_jvp = olympus.custom_jvp(lambda x: jnp.sin(x))
+    wrong_jvp.defjvp(lambda p, t: (jnp.sin(p[0]), 2.0 * t[0]))
+    with pytest.raises(AssertionError, match="jvp against finite differences"):
+        check_grads(wrong_jvp, (jnp.arange(3.0),), order=1, modes="fwd")
+    wrong_vjp = olympus.custom_vjp(lambda x: jnp.sin(x))
+    wrong_vjp.defvjp(lambda x: (jnp.sin(x), x), lambda r, g: (3.0 * g,))
+    with pytest.raises(AssertionError, match="vjp against finite differences"):
+        check_grads(wrong_vjp, (jnp.arange(3.0),), order=1, modes="rev")
+    good_vjp = olympus.custom_vjp(lambda x: jnp.sin(x))
+    good_vjp.defvjp(lambda x: (jnp.sin(x), x), lambda r, g: (jnp.cos(r) * g,))
+    check_grads(good_vjp, (jnp.arange(3.0),), order=1, modes="rev")
+    with olympus.enable_x64():
+        check_grads(lambda x: jnp.tanh(x) ** 3, (jnp.arange(3.0),), order=3)
+    with pytest.raises(ValueError, match="modes must be"):
+        check_grads(jnp.sin, (1.0,), order=1, modes=("sideways",))
+    with pytest.raises(TypeError, match="no floating-point leaves"):
+        check_grads(lambda i: i, (jnp.arange(3),), order=1)

@@ -41,6 +41,9 @@ struct ext_trace {
 };
 
 static _Thread_local ext_trace *top; /* borrowed: the innermost open trace */
+/* > 0 inside olympus.ensure_compile_time_eval(): an operation none of whose
+ * arguments is traced runs now instead of being staged. */
+static _Thread_local int compile_time_eval;
 
 typedef struct TracerObject {
     PyObject_HEAD
@@ -652,8 +655,22 @@ PyObject *ext_bind(const oly_prim *p, const void *params, PyObject *const *args,
             ext_trace *ot = TR(args[i])->trace;
             if (!ot->active || !on_this_stack(ot)) return leaked_error(args[i]);
         }
+    if (top && compile_time_eval > 0) {
+        bool traced = false;
+        for (Py_ssize_t i = 0; i < n && !traced; i++) traced = ext_is_tracer(args[i]);
+        if (!traced) return bind_eager(p, params, args, n, subs, n_sub);
+    }
     if (top) return bind_staged(top, p, params, args, n, subs, n_sub);
     return bind_eager(p, params, args, n, subs, n_sub);
+}
+
+static PyObject *py_compile_time_eval(PyObject *Py_UNUSED(m), PyObject *arg)
+{
+    int on = PyObject_IsTrue(arg);
+    if (on < 0) return NULL;
+    compile_time_eval += on ? 1 : -1;
+    if (compile_time_eval < 0) compile_time_eval = 0;
+    Py_RETURN_NONE;
 }
 
 /* ---------------------------------------------------------------- inlining programs */
@@ -764,6 +781,8 @@ done:
 }
 
 PyMethodDef ext_tracer_methods[] = {
+    {"compile_time_eval", py_compile_time_eval, METH_O,
+     "compile_time_eval(enter): enter (True) or leave (False) olympus.ensure_compile_time_eval"},
     {"bind", (PyCFunction)(void (*)(void))py_bind, METH_VARARGS | METH_KEYWORDS,
      "bind(name, args, params=None): apply a primitive eagerly or into the innermost trace; "
      "the single result, or a tuple when the primitive has another number of outputs"},

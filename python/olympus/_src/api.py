@@ -1,5 +1,6 @@
 """olympus's top-level API written in Python: the jit decorator (a thin front for
 the C JitFunction), make_jaxpr, ShapeDtypeStruct, devices and helpers."""
+import contextlib
 import functools
 import inspect
 import operator
@@ -75,7 +76,108 @@ def jit(fun=None, *, static_argnums=None, static_argnames=None, donate_argnums=N
     if not callable(fun):
         raise TypeError(f"Expected a callable value, got {fun!r}")
     nums, names = _static_args(fun, static_argnums, static_argnames)
-    return _core.jit(fun, static_argnums=nums, static_argnames=names)
+    jitted = _core.jit(fun, static_argnums=nums, static_argnames=names)
+    jitted._static_argnums = nums
+    return jitted
+
+
+class Lowered:
+    """`jit(f).lower(*args)`: f traced for these arguments, ahead of a call.
+    `as_text()` is the program; `compile()` gives a callable bound to these
+    argument types."""
+
+    def __init__(self, jitted, jaxpr, args, kwargs):
+        self._jitted = jitted
+        self._jaxpr = jaxpr
+        self._sig = _arg_signature(jitted, args, kwargs)
+
+    def as_text(self):
+        return str(self._jaxpr)
+
+    @property
+    def in_avals(self):
+        return self._jaxpr.in_avals
+
+    @property
+    def out_avals(self):
+        return self._jaxpr.out_avals
+
+    def compile(self):
+        return Compiled(self)
+
+
+class Compiled:
+    """`jit(f).lower(*args).compile()`: callable with arguments of the types it
+    was lowered for (a TypeError names the first that differs)."""
+
+    def __init__(self, lowered):
+        self._lowered = lowered
+
+    def as_text(self):
+        return self._lowered.as_text()
+
+    def __call__(self, *args, **kwargs):
+        lowered = self._lowered
+        got = _arg_signature(lowered._jitted, args, kwargs)
+        if got != lowered._sig:
+            want_tree, want = lowered._sig
+            got_tree, have = got
+            if got_tree != want_tree:
+                detail = f"argument structure {got_tree}, compiled for {want_tree}"
+            else:
+                k = next(i for i, (a, b) in enumerate(zip(have, want)) if a != b)
+                detail = f"leaf {k} is {_sig_str(have[k])}, compiled for {_sig_str(want[k])}"
+            raise TypeError("Argument types differ from the types for which this computation "
+                            f"was compiled: {detail}")
+        return lowered._jitted(*args, **kwargs)
+
+
+def _sig_str(sig):
+    shape, dtype, static = sig
+    return f"static {static!r}" if shape is None else f"{np.dtype(dtype).name}{list(shape)}"
+
+
+def _arg_signature(jitted, args, kwargs):
+    """(tree, [(shape, dtype, None) or (None, None, static value)]) of a call."""
+    from olympus import tree_util
+    nums = getattr(jitted, "_static_argnums", ())
+    n = len(args)
+    static = {i if i >= 0 else i + n for i in nums}
+    marked = [("static", a) if i in static else a for i, a in enumerate(args)]
+    leaves, tree = tree_util.tree_flatten((marked, kwargs),
+                                          is_leaf=lambda x: isinstance(x, tuple) and len(x) == 2
+                                          and x[0] == "static")
+    sig = []
+    for x in leaves:
+        if isinstance(x, tuple) and len(x) == 2 and x[0] == "static":
+            sig.append((None, None, x[1]))
+        else:
+            a = _core.asarray(x) if not hasattr(x, "dtype") else x
+            sig.append((tuple(np.shape(a)), _core.canonicalize_dtype(a.dtype), None))
+    return tree, sig
+
+
+def _lower(self, *args, **kwargs):
+    """jit(f).lower(*args, **kwargs) -> Lowered (see Lowered)."""
+    nums = getattr(self, "_static_argnums", ())
+    jaxpr = make_jaxpr(self._fun, static_argnums=nums)(*args, **kwargs)
+    return Lowered(self, jaxpr, args, kwargs)
+
+
+_core.JitFunction.lower = _lower
+
+
+@contextlib.contextmanager
+def ensure_compile_time_eval():
+    """`with olympus.ensure_compile_time_eval():` inside a traced function,
+    operations on concrete values (none of their arguments traced) run at
+    trace time and give concrete arrays, so Python can branch on them;
+    operations on traced values are staged as usual."""
+    _core.compile_time_eval(True)
+    try:
+        yield
+    finally:
+        _core.compile_time_eval(False)
 
 
 def make_jaxpr(fun, static_argnums=(), *, return_shape=False):
