@@ -183,3 +183,23 @@ def test_eval_shape():
     calls = []
     olympus.eval_shape(lambda x: olympus.pure_callback(lambda v: calls.append(1) or v, x, x), 1.0)
     assert calls == []
+
+
+def test_unmapped_arguments_reach_the_function_as_given():
+    """in_axes=None leaves are not traced: a Python int stays an int (range(n)
+    works), an array stays concrete; tracers of an enclosing transform are
+    closed over."""
+    seen = []
+
+    def f(x, n, table):
+        seen.append((type(n).__name__, type(table).__name__))
+        return x * sum(range(n)) + table[n - 1]
+
+    table = np.array([10.0, 20.0, 30.0], np.float32)
+    out = olympus.vmap(f, in_axes=(0, None, None))(jnp.arange(3.0), 3, table)
+    np.testing.assert_allclose(out, np.arange(3.0) * 3 + 30.0)
+    assert seen == [("int", "ndarray")]
+    g = lambda y: olympus.vmap(lambda x, y: x * y, in_axes=(0, None))(jnp.arange(3.0), y).sum()
+    assert float(olympus.grad(g)(2.0)) == 3.0
+    h = olympus.jit(lambda x, y: olympus.vmap(lambda a, b: a * b, in_axes=(0, None))(x, y))
+    np.testing.assert_allclose(h(jnp.arange(3.0), 5.0), [0.0, 5.0, 10.0])

@@ -185,6 +185,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
         axes = _prefix_leaves(in_axes, args, "vmap in_axes", _is_axis)
         axes += [0] * len(tree_flatten(kwargs)[0])
         leaves, in_tree = tree_flatten((args, kwargs))
+        given = list(leaves)  # unmapped leaves reach fun as the user passed them
         leaves = [_leaf_value(x) if _is_array_like(x) else x for x in leaves]
         for x in leaves:
             if not _is_array_like(x):
@@ -220,7 +221,19 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
                              "\n".join(lines))
         n = size_set.pop()
         store = []
-        prog, captured = _trace(_flat_fun(fun, in_tree, store), avals)
+        # Only mapped leaves are traced; unmapped ones are closed over as given
+        # (a Python int stays an int, so range(n) works), as JAX does.
+        mapped = [i for i, b in enumerate(bdims) if b >= 0]
+        flat = _flat_fun(fun, in_tree, store)
+
+        def flat_mapped(*xs):
+            full = list(given)
+            for i, x in zip(mapped, xs):
+                full[i] = x
+            return flat(*full)
+        prog, captured = _trace(flat_mapped, [avals[i] for i in mapped])
+        leaves = [leaves[i] for i in mapped]
+        bdims = [bdims[i] for i in mapped]
         out_tree = store[-1]
         n_out = prog.n_out
         dummy = tree_unflatten(out_tree, [0] * n_out)
