@@ -335,6 +335,13 @@ typedef struct oly_params_iota { oly_dtype dtype; oly_ints shape; int64_t dimens
 typedef struct oly_params_reduce { oly_ints axes; } oly_params_reduce;
 typedef struct oly_params_argminmax { oly_ints axes; oly_dtype index_dtype; } oly_params_argminmax;
 typedef struct oly_params_cumulative { int64_t axis; bool reverse; } oly_params_cumulative;
+/* sort(*operands): all of one shape, sorted along dimension, lexicographically
+ * by the first num_keys operands (the others are permuted along); outputs the
+ * sorted operands. Floats order NaNs last; the CPU kernel is always stable.
+ * top_k(operand): the k largest along the last axis, descending (ties: lower
+ * index first); outputs (values, int32 indices). */
+typedef struct oly_params_sort { int64_t dimension; bool is_stable; int64_t num_keys; } oly_params_sort;
+typedef struct oly_params_top_k { int64_t k; } oly_params_top_k;
 typedef struct oly_params_dot_general {
     oly_ints lhs_contracting, rhs_contracting, lhs_batch, rhs_batch;
 } oly_params_dot_general;

@@ -349,6 +349,8 @@ _METHODS = {
     "argmin": _method(jnp.argmin),
     "cumsum": _method(jnp.cumsum),
     "cumprod": _method(jnp.cumprod),
+    "sort": _method(jnp.sort),
+    "argsort": _method(jnp.argsort),
     "clip": _method(jnp.clip),
     "round": _method(jnp.round),
     "dot": _method(jnp.dot),

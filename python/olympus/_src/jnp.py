@@ -1114,6 +1114,113 @@ cumsum = _cumulative("cumsum", "cumsum", True)
 cumprod = _cumulative("cumprod", "cumprod", True)
 
 
+# ------------------------------------------------------------------ sorting
+# Over the sort primitive: NumPy's order (NaNs last, complex by (real, imag),
+# -0.0 == 0.0), always stable. Descending sorts reverse the ascending order
+# (NaNs first); argsort keeps ties in index order either way (JAX's rule).
+
+_SORT_KINDS = (None, "quicksort", "mergesort", "heapsort", "stable")
+
+
+def _sort_operand(a, axis, kind, order, who):
+    if order is not None:
+        raise NotImplementedError(f"{who}: 'order' (structured arrays) is not supported")
+    if kind not in _SORT_KINDS:
+        raise ValueError(f"{who}: kind must be one of {_SORT_KINDS[1:]} or None, got {kind!r}")
+    a = _arr(a)
+    if axis is None:
+        return ravel(a), 0
+    return a, _canon_axis(axis, _ndim(a))
+
+
+@_export
+def sort(a, axis=-1, kind=None, order=None, *, stable=True, descending=False):
+    """A sorted copy of a along axis (None: flattened); descending reverses it."""
+    a, ax = _sort_operand(a, axis, kind, order, "sort")
+    out = lax.sort(a, dimension=ax, is_stable=stable)
+    return lax.rev(out, (ax,)) if descending else out
+
+
+@_export
+def argsort(a, axis=-1, kind=None, order=None, *, stable=True, descending=False):
+    """Indices that sort a along axis (None: flattened): a sort of (a, iota).
+    Equal elements keep their index order, descending too."""
+    a, ax = _sort_operand(a, axis, kind, order, "argsort")
+    iota = lax.broadcasted_iota(_dt.default_int(), _shape(a), ax)
+    if descending:
+        a, iota = lax.rev(a, (ax,)), lax.rev(iota, (ax,))
+    _, idx = lax.sort((a, iota), ax, stable, 1)
+    return lax.rev(idx, (ax,)) if descending else idx
+
+
+@_export
+def lexsort(keys, axis=-1):
+    """Indices that sort by several keys: the last key is the primary one."""
+    if _is_array(keys) or isinstance(keys, np.ndarray):
+        keys = _arr(keys)
+        keys = [keys[i] for i in range(_shape(keys)[0])] if _ndim(keys) else [keys]
+    keys = [_arr(k) for k in keys]
+    if not keys:
+        raise TypeError("need sequence of keys with len > 0 in lexsort")
+    shapes = {_shape(k) for k in keys}
+    if len(shapes) > 1:
+        raise ValueError(f"lexsort: all keys need to be the same shape, got "
+                         f"{[_shape(k) for k in keys]}")
+    shape = _shape(keys[0])
+    if not shape:
+        return _core.asarray(0, dtype=_dt.default_int())
+    ax = _canon_axis(axis, len(shape))
+    iota = lax.broadcasted_iota(_dt.default_int(), shape, ax)
+    return lax.sort((*keys[::-1], iota), ax, True, len(keys))[-1]
+
+
+@_export
+def msort(a):
+    """a sorted along its first axis."""
+    return sort(a, axis=0)
+
+
+def _check_kth(kth, a, axis, who):
+    n = _shape(a)[axis]
+    k = operator.index(kth)
+    if not -n <= k < n:
+        raise ValueError(f"{who}: kth {k} is out of bounds for an axis of size {n}")
+
+
+@_export
+def partition(a, kth, axis=-1, kind="introselect", order=None):
+    """a with its kth element where a sort would put it, the smaller ones
+    before it and the larger after (here: the whole axis sorted)."""
+    a, ax = _sort_operand(a, axis, None, order, "partition")
+    _check_kth(kth, a, ax, "partition")
+    return lax.sort(a, dimension=ax)
+
+
+@_export
+def argpartition(a, kth, axis=-1, kind="introselect", order=None):
+    """Indices that partition a around its kth element (here: argsort's)."""
+    a, ax = _sort_operand(a, axis, None, order, "argpartition")
+    _check_kth(kth, a, ax, "argpartition")
+    return argsort(a, axis=ax)
+
+
+@_export
+def sort_complex(a):
+    """a sorted along its last axis (by real part, then imaginary), as complex
+    numbers of its precision (JAX's dtype: float32 -> complex64)."""
+    out = sort(a, axis=-1)
+    dt = _dtype(out)
+    if np.issubdtype(dt, np.complexfloating):
+        return out
+    if dt == np.float64:
+        cdt = np.complex128
+    elif np.issubdtype(dt, np.floating) or str(dt) == "bfloat16":
+        cdt = np.complex64
+    else:
+        cdt = _dt.default_complex()
+    return _convert(out, _dt.canonicalize(cdt))
+
+
 # ------------------------------------------------------------------ linear algebra
 
 def _dot_operands(a, b):

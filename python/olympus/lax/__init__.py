@@ -367,6 +367,53 @@ cummax = _cumulative("cummax")
 cummin = _cumulative("cummin")
 
 
+# ------------------------------------------------------------------ sorting
+
+def _sort_dimension(dimension, ndim):
+    """dimension made non-negative when in range (else left for the primitive's
+    error, which names the rank)."""
+    d = operator.index(dimension)
+    return d + ndim if -ndim <= d < 0 else d
+
+
+@_export
+def sort(operand, dimension=-1, is_stable=True, num_keys=1):
+    """Sorts operand along dimension (NaNs last; complex by (real, imag)). Given
+    a sequence of operands of one shape, sorts them together lexicographically
+    by the first num_keys and returns the tuple of sorted operands."""
+    if isinstance(operand, (list, tuple)):
+        ops = tuple(operand)
+        if not ops:
+            raise ValueError("sort: expected at least one operand, got an empty sequence")
+        num_keys = operator.index(num_keys)
+        if not 1 <= num_keys <= len(ops):
+            raise ValueError(f"sort: num_keys must be in [1, {len(ops)}] (the number of "
+                             f"operands), got {num_keys}")
+        dim = _sort_dimension(dimension, len(_shape_of(ops[0])))
+        out = _bind("sort", *ops, dimension=dim, is_stable=bool(is_stable), num_keys=num_keys)
+        return out if isinstance(out, tuple) else (out,)
+    if operator.index(num_keys) != 1:
+        raise ValueError(f"sort: num_keys must be 1 for a single operand, got {num_keys}")
+    dim = _sort_dimension(dimension, len(_shape_of(operand)))
+    return _bind("sort", operand, dimension=dim, is_stable=bool(is_stable), num_keys=1)
+
+
+@_export
+def sort_key_val(keys, values, dimension=-1, is_stable=True):
+    """(keys, values) sorted along dimension by keys."""
+    return sort((keys, values), dimension, is_stable, 1)
+
+
+@_export
+def top_k(operand, k):
+    """(values, int32 indices) of the k largest entries along the last axis,
+    in descending order; among equal values the lower index comes first."""
+    k = operator.index(k)
+    if k < 0:
+        raise ValueError(f"top_k: k must be non-negative, got {k}")
+    return _bind("top_k", operand, k=k)
+
+
 # ------------------------------------------------------------------ linear algebra
 
 @_export

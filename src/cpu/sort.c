@@ -1,0 +1,292 @@
+/* sort.c — CPU kernels of sort and top_k (rows in src/prims/sort.c).
+ *
+ * Both sort a permutation of one line's indices with a stable merge sort
+ * (insertion-sorted runs of RUN, then bottom-up merges between two index
+ * buffers), comparing the key operands through strided reads, then gather
+ * every operand through the permutation. One scratch allocation per call
+ * (two index buffers of the line's length); nothing per element.
+ *
+ * Order (NumPy's): NaNs last; -0.0 == 0.0; complex by (real, imag) with NaNs
+ * last in each part; bool as 0 < 1. top_k orders descending by the same
+ * order (NaNs first) and keeps lower indices first among ties. */
+#include "cpu/cpu.h"
+
+#include <math.h>
+
+typedef int (*cmp_fn)(const char *a, const char *b);
+
+static int cmp_f(double a, double b)
+{
+    bool na = a != a, nb = b != b;
+    if (na || nb) return na - nb; /* NaN after everything; NaNs tie */
+    return (a > b) - (a < b);
+}
+
+#define INT_CMP(NAME, T)                                                                  \
+    static int NAME(const char *a, const char *b)                                         \
+    {                                                                                     \
+        T x, y;                                                                           \
+        memcpy(&x, a, sizeof x);                                                          \
+        memcpy(&y, b, sizeof y);                                                          \
+        return (x > y) - (x < y);                                                         \
+    }
+INT_CMP(cmp_u8, uint8_t)
+INT_CMP(cmp_i8, int8_t)
+INT_CMP(cmp_i16, int16_t)
+INT_CMP(cmp_u16, uint16_t)
+INT_CMP(cmp_i32, int32_t)
+INT_CMP(cmp_u32, uint32_t)
+INT_CMP(cmp_i64, int64_t)
+INT_CMP(cmp_u64, uint64_t)
+
+static int cmp_f32(const char *a, const char *b)
+{
+    float x, y;
+    memcpy(&x, a, 4);
+    memcpy(&y, b, 4);
+    return cmp_f(x, y);
+}
+
+static int cmp_f64(const char *a, const char *b)
+{
+    double x, y;
+    memcpy(&x, a, 8);
+    memcpy(&y, b, 8);
+    return cmp_f(x, y);
+}
+
+static int cmp_f16(const char *a, const char *b)
+{
+    uint16_t x, y;
+    memcpy(&x, a, 2);
+    memcpy(&y, b, 2);
+    return cmp_f(oly__half_to_float(x), oly__half_to_float(y));
+}
+
+static int cmp_bf16(const char *a, const char *b)
+{
+    uint16_t x, y;
+    memcpy(&x, a, 2);
+    memcpy(&y, b, 2);
+    return cmp_f(oly__bf16_to_float(x), oly__bf16_to_float(y));
+}
+
+static int cmp_c64(const char *a, const char *b)
+{
+    float x[2], y[2];
+    memcpy(x, a, 8);
+    memcpy(y, b, 8);
+    int c = cmp_f(x[0], y[0]);
+    return c ? c : cmp_f(x[1], y[1]);
+}
+
+static int cmp_c128(const char *a, const char *b)
+{
+    double x[2], y[2];
+    memcpy(x, a, 16);
+    memcpy(y, b, 16);
+    int c = cmp_f(x[0], y[0]);
+    return c ? c : cmp_f(x[1], y[1]);
+}
+
+static cmp_fn cmp_of(oly_dtype t)
+{
+    switch (t) {
+    case OLY_BOOL:
+    case OLY_UINT8: return cmp_u8;
+    case OLY_INT8: return cmp_i8;
+    case OLY_INT16: return cmp_i16;
+    case OLY_UINT16: return cmp_u16;
+    case OLY_INT32: return cmp_i32;
+    case OLY_UINT32: return cmp_u32;
+    case OLY_INT64: return cmp_i64;
+    case OLY_UINT64: return cmp_u64;
+    case OLY_FLOAT16: return cmp_f16;
+    case OLY_BFLOAT16: return cmp_bf16;
+    case OLY_FLOAT32: return cmp_f32;
+    case OLY_FLOAT64: return cmp_f64;
+    case OLY_COMPLEX64: return cmp_c64;
+    case OLY_COMPLEX128: return cmp_c128;
+    default: return NULL;
+    }
+}
+
+/* ---------------------------------------------------------------- one line */
+
+#define MAX_KEYS 64 /* keys compared through the stack table; more use the heap */
+
+/* The keys of one line: key m's element i at base[m] + i * step[m]. */
+typedef struct line_keys {
+    int nk;
+    bool descending;
+    const cmp_fn *cmp;   /* borrowed, nk */
+    const char **base;   /* borrowed, nk */
+    const int64_t *step; /* borrowed, nk: bytes between elements */
+} line_keys;
+
+/* <0, 0, >0: element i before, tied with, after element j. */
+static inline int compare(const line_keys *k, int64_t i, int64_t j)
+{
+    if (k->descending) {
+        int64_t s = i;
+        i = j;
+        j = s;
+    }
+    for (int m = 0; m < k->nk; m++) {
+        int c = k->cmp[m](k->base[m] + i * k->step[m], k->base[m] + j * k->step[m]);
+        if (c) return c;
+    }
+    return 0;
+}
+
+enum { RUN = 16 };
+
+/* Sorts idx[0..n) (holding 0..n-1) stably; tmp has room for n. Returns the
+ * buffer holding the result (idx or tmp). */
+static int64_t *sort_line(const line_keys *k, int64_t *idx, int64_t *tmp, int64_t n)
+{
+    for (int64_t s = 0; s < n; s += RUN) { /* insertion-sorted runs */
+        int64_t e = s + RUN < n ? s + RUN : n;
+        for (int64_t i = s + 1; i < e; i++) {
+            int64_t v = idx[i], j = i;
+            while (j > s && compare(k, idx[j - 1], v) > 0) {
+                idx[j] = idx[j - 1];
+                j--;
+            }
+            idx[j] = v;
+        }
+    }
+    int64_t *src = idx, *dst = tmp;
+    for (int64_t w = RUN; w < n; w *= 2) {
+        for (int64_t lo = 0; lo < n; lo += 2 * w) {
+            int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            int64_t a = lo, b = mid, o = lo;
+            if (mid < hi && compare(k, src[mid - 1], src[mid]) <= 0) { /* already in order */
+                memcpy(dst + lo, src + lo, (size_t)(hi - lo) * sizeof *dst);
+                continue;
+            }
+            while (a < mid && b < hi) dst[o++] = compare(k, src[b], src[a]) < 0 ? src[b++] : src[a++];
+            while (a < mid) dst[o++] = src[a++];
+            while (b < hi) dst[o++] = src[b++];
+        }
+        int64_t *t = src;
+        src = dst;
+        dst = t;
+    }
+    return src;
+}
+
+/* dst[p * step] = src[perm[p] * step] for p < n, elements of es bytes. */
+static void gather_line(char *dst, const char *src, const int64_t *perm, int64_t n, int64_t step,
+                        size_t es)
+{
+    switch (es) {
+#define G(T)                                                                              \
+    for (int64_t p = 0; p < n; p++) memcpy(dst + p * step, src + perm[p] * step, sizeof(T)); \
+    break;
+    case 1: G(uint8_t)
+    case 2: G(uint16_t)
+    case 4: G(uint32_t)
+    case 8: G(uint64_t)
+#undef G
+    default:
+        for (int64_t p = 0; p < n; p++) memcpy(dst + p * step, src + perm[p] * step, es);
+    }
+}
+
+static void split_axis(const oly_aval *x, int64_t axis, int64_t *outer, int64_t *n, int64_t *inner)
+{
+    *outer = *inner = 1;
+    for (int64_t d = 0; d < axis; d++) *outer *= x->dims[d];
+    *n = x->dims[axis];
+    for (int64_t d = axis + 1; d < x->rank; d++) *inner *= x->dims[d];
+}
+
+/* ---------------------------------------------------------------- sort */
+
+static oly_status sort_kernel(const oly_kernel_ctx *ctx)
+{
+    const oly_params_sort *p = ctx->params;
+    const oly_aval *x = &ctx->in_aval[0];
+    int n_ops = ctx->n_in, nk = (int)p->num_keys;
+    int64_t axis = p->dimension < 0 ? p->dimension + x->rank : p->dimension;
+    int64_t outer, n, inner;
+    split_axis(x, axis, &outer, &n, &inner);
+    if (outer * n * inner == 0) return OLY_OK;
+    int nth = ctx->nth < 1 ? 1 : ctx->nth;
+    int64_t lines = outer * inner;
+    int64_t lo = lines * ctx->ith / nth, hi = lines * (ctx->ith + 1) / nth;
+
+    cmp_fn cmp_small[MAX_KEYS];
+    const char *base_small[MAX_KEYS];
+    int64_t step_small[MAX_KEYS];
+    size_t keys_bytes = nk > MAX_KEYS ? (size_t)nk * (sizeof(cmp_fn) + sizeof(char *) + sizeof(int64_t)) : 0;
+    char *mem = oly__malloc(2 * (size_t)n * sizeof(int64_t) + keys_bytes);
+    if (!mem)
+        return oly__error(OLY_ERR_NOMEM, "sort: out of memory for the permutation of %lld elements",
+                          (long long)n);
+    int64_t *idx = (int64_t *)mem, *tmp = idx + n;
+    cmp_fn *cmp = cmp_small;
+    const char **base = base_small;
+    int64_t *step = step_small;
+    if (keys_bytes) {
+        step = tmp + n;
+        cmp = (cmp_fn *)(step + nk);
+        base = (const char **)(cmp + nk);
+    }
+    for (int m = 0; m < nk; m++) {
+        cmp[m] = cmp_of(ctx->in_aval[m].dtype);
+        step[m] = inner * (int64_t)oly_dtype_size(ctx->in_aval[m].dtype);
+    }
+    line_keys k = {.nk = nk, .cmp = cmp, .base = base, .step = step};
+    for (int64_t l = lo; l < hi; l++) {
+        int64_t o = l / inner, j = l % inner, first = o * n * inner + j; /* element index */
+        for (int m = 0; m < nk; m++)
+            base[m] = (const char *)ctx->in[m] + first * (int64_t)oly_dtype_size(ctx->in_aval[m].dtype);
+        for (int64_t i = 0; i < n; i++) idx[i] = i;
+        const int64_t *perm = sort_line(&k, idx, tmp, n);
+        for (int m = 0; m < n_ops; m++) {
+            size_t es = oly_dtype_size(ctx->in_aval[m].dtype);
+            gather_line((char *)ctx->out[m] + first * (int64_t)es,
+                        (const char *)ctx->in[m] + first * (int64_t)es, perm, n,
+                        inner * (int64_t)es, es);
+        }
+    }
+    free(mem);
+    return OLY_OK;
+}
+
+/* ---------------------------------------------------------------- top_k */
+
+static oly_status top_k_kernel(const oly_kernel_ctx *ctx)
+{
+    const oly_params_top_k *p = ctx->params;
+    const oly_aval *x = &ctx->in_aval[0];
+    int64_t n = x->dims[x->rank - 1], kk = p->k, rows = 1;
+    for (int d = 0; d < x->rank - 1; d++) rows *= x->dims[d];
+    if (rows * kk == 0) return OLY_OK;
+    int nth = ctx->nth < 1 ? 1 : ctx->nth;
+    int64_t lo = rows * ctx->ith / nth, hi = rows * (ctx->ith + 1) / nth;
+    size_t es = oly_dtype_size(x->dtype);
+    int64_t *idx = oly__malloc(2 * (size_t)n * sizeof(int64_t));
+    if (!idx)
+        return oly__error(OLY_ERR_NOMEM, "top_k: out of memory for the permutation of %lld elements",
+                          (long long)n);
+    cmp_fn cmp = cmp_of(x->dtype);
+    const char *base = NULL;
+    int64_t step = (int64_t)es;
+    line_keys k = {.nk = 1, .descending = true, .cmp = &cmp, .base = &base, .step = &step};
+    for (int64_t r = lo; r < hi; r++) {
+        base = (const char *)ctx->in[0] + r * n * (int64_t)es;
+        for (int64_t i = 0; i < n; i++) idx[i] = i;
+        const int64_t *perm = sort_line(&k, idx, idx + n, n);
+        gather_line((char *)ctx->out[0] + r * kk * (int64_t)es, base, perm, kk, (int64_t)es, es);
+        int32_t *oi = (int32_t *)ctx->out[1] + r * kk;
+        for (int64_t i = 0; i < kk; i++) oi[i] = (int32_t)perm[i];
+    }
+    free(idx);
+    return OLY_OK;
+}
+
+const oly_cpu_kernel oly__cpu_sort = {.fn = sort_kernel};
+const oly_cpu_kernel oly__cpu_top_k = {.fn = top_k_kernel};
