@@ -19,7 +19,7 @@ static const char *fmt_aval(char *buf, size_t n, const oly_aval *a)
 
 /* ---------------------------------------------------------------- transformation rules
  *
- * batch: one rule for every row (elementwise_batch). jvp: one rule per
+ * batch: one rule for every row (oly__elementwise_batch). jvp: one rule per
  * mathematical operation, emitting the derivative with primitives; wherever the
  * tangent computation is linear in the tangents it uses only mul/div by primal
  * values, neg, add, sub, convert, real/imag/conj and select_n with a primal
@@ -59,8 +59,8 @@ static oly_atom lit_like(oly_atom like, double re, double im)
  * all have the output's shape; other unmapped operands are broadcast. An
  * operand that was rank 0 against a shaped output is broadcast along the
  * output's dims once batched. The output is batched along axis 0. */
-static oly_status elementwise_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
-                                    const int *in_bdim, oly_atom *out, int *out_bdim)
+oly_status oly__elementwise_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                                  const int *in_bdim, oly_atom *out, int *out_bdim)
 {
     bool is_select = eqn->prim == &oly__prim_select_n;
     const oly_aval *oa = &eqn->out[0]->aval;
@@ -869,7 +869,7 @@ static oly_status unary_shape(const unary_op *op, const oly_shape_ctx *c, oly_av
     }                                                                                     \
     const oly_prim oly__prim_##op = {.name = #op, .n_in = 1, .n_out = 1, PARAMS_,         \
                                      .shape = op##_shape, .dtypes = D_##K,                \
-                                     .batch = elementwise_batch, .jvp = op##_jvp,         \
+                                     .batch = oly__elementwise_batch, .jvp = op##_jvp,         \
                                      TRANSPOSE};
 #define UNARY(op, K) UNARY_ROW(op, K, OUT_SAME, NULL, NONLINEAR, NO_PARAMS)
 
@@ -982,7 +982,7 @@ static const oly_param_field convert_fields[] = {
 const oly_prim oly__prim_convert_element_type = {
     .name = "convert_element_type", .n_in = 1, .n_out = 1,
     PARAMS(oly_params_convert, convert_fields), .shape = convert_shape, .dtypes = D_ANY,
-    .batch = elementwise_batch, .jvp = convert_element_type_jvp,
+    .batch = oly__elementwise_batch, .jvp = convert_element_type_jvp,
     .transpose = convert_element_type_transpose,
     .no_rule = OLY_RULE_PARTIAL_EVAL,
 };
@@ -1042,7 +1042,7 @@ static oly_status binary_shape(const binary_op *op, const oly_shape_ctx *c, oly_
     }                                                                                     \
     const oly_prim oly__prim_##op = {.name = #op, .n_in = 2, .n_out = 1,                  \
                                      .shape = op##_shape, .dtypes = D_##K,                \
-                                     .batch = elementwise_batch, .jvp = op##_jvp,         \
+                                     .batch = oly__elementwise_batch, .jvp = op##_jvp,         \
                                      TRANSPOSE};
 
 /* ---------------------------------------------------------------- binary rows */
@@ -1127,6 +1127,6 @@ static oly_status select_n_shape(const oly_shape_ctx *c, oly_aval *out)
 
 const oly_prim oly__prim_select_n = {
     .name = "select_n", .n_in = -1, .n_out = 1, .shape = select_n_shape, .dtypes = D_ANY,
-    .batch = elementwise_batch, .jvp = select_n_jvp, .transpose = select_n_transpose,
+    .batch = oly__elementwise_batch, .jvp = select_n_jvp, .transpose = select_n_transpose,
     .no_rule = OLY_RULE_PARTIAL_EVAL,
 };

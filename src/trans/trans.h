@@ -142,6 +142,13 @@ oly_status oly__jvp_linear(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom 
 
 /* ---------------------------------------------------------------- batching helpers */
 
+/* The batch rule of every elementwise row (elementwise.c, special.c): mapped
+ * operands move their batch axis to 0, unmapped rank-0 operands stay scalars
+ * (select_n's cases excepted), other unmapped ones are broadcast; the output
+ * is batched along axis 0. */
+oly_status oly__elementwise_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                                  const int *in_bdim, oly_atom *out, int *out_bdim);
+
 /* x with its batch axis at `to`; an unmapped x (bdim OLY_NOT_MAPPED) is
  * broadcast to a new axis of size ctx->size there. */
 oly_status oly__batch_move(oly_batch_ctx *ctx, oly_atom x, int bdim, int to, oly_atom *out);

@@ -129,13 +129,14 @@ TEST(rows_every_accepted_dtype_has_a_kernel)
     }
 }
 
-/* The elementwise rows (prims.def's first section, up to select_n) state the
- * operand dtypes they accept (oly_prim.dtypes): the shape rule accepts exactly
- * those, and src/cpu's kernel has a loop for each (rank-0 operands, zeroed
- * params; select_n's predicate is bool). */
+/* The elementwise rows (prims.def's first section, up to select_n, and the
+ * special functions after it, erf to zeta) state the operand dtypes they
+ * accept (oly_prim.dtypes): the shape rule accepts exactly those, and
+ * src/cpu's kernel has a loop for each (rank-0 operands, zeroed params;
+ * select_n's predicate is bool). */
 TEST(rows_elementwise_dtypes_have_kernels)
 {
-    for (int id = 0; id <= OLY_PRIM_ID_select_n; id++) {
+    for (int id = 0; id <= OLY_PRIM_ID_zeta; id++) {
         const oly_prim *p = rows[id].row;
         const oly_cpu_kernel *k = oly__cpu_kernel(p);
         if (!p->dtypes || !k) {

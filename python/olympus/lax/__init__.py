@@ -159,6 +159,21 @@ le = _binary("le")
 gt = _binary("gt")
 ge = _binary("ge")
 
+# special functions (floating-point operands; float16/bfloat16 compute in float32)
+erf = _unary("erf")
+erfc = _unary("erfc")
+erf_inv = _unary("erf_inv")
+lgamma = _unary("lgamma")
+digamma = _unary("digamma")
+bessel_i0e = _unary("bessel_i0e")
+bessel_i1e = _unary("bessel_i1e")
+igamma = _binary("igamma")                    # igamma(a, x): regularized lower P(a, x)
+igammac = _binary("igammac")                  # igammac(a, x): upper Q(a, x) = 1 - P
+igamma_grad_a = _binary("igamma_grad_a")      # d/da igamma(a, x)
+random_gamma_grad = _binary("random_gamma_grad")  # dx/da of a Gamma(a) sample x
+polygamma = _binary("polygamma")              # polygamma(m, x), m a whole number
+zeta = _binary("zeta")                        # Hurwitz zeta(x, q)
+
 
 @_export
 def select_n(which, *cases):
