@@ -133,10 +133,10 @@ static oly_status replace_zero(oly_builder *b, oly_atom x, oly_atom *out)
 
 /* Zero tangent (piecewise-constant, integer-valued or boolean operations). */
 /* Unary ops with tangent t * d(x, y) (MUL) or t / d(x, y) (DIV), y the primal output. */
-typedef oly_status (*deriv_fn)(oly_builder *b, oly_atom x, oly_atom y, oly_atom *d);
-static oly_status unary_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
-                            const oly_atom *tangent, const bool *tan_nz, oly_atom *primal_out,
-                            oly_atom *tangent_out, bool *out_nz, deriv_fn f, bool divide)
+oly_status oly__elementwise_unary_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
+                                      const oly_atom *tangent, const bool *tan_nz,
+                                      oly_atom *primal_out, oly_atom *tangent_out, bool *out_nz,
+                                      oly_deriv_fn f, bool divide)
 {
     oly_builder *b = ctx->b;
     OLY_TRY(oly__emit_eqn(b, eqn, primal, primal_out));
@@ -152,8 +152,8 @@ static oly_status unary_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom
                                const oly_atom *tangent, const bool *tan_nz,               \
                                oly_atom *primal_out, oly_atom *tangent_out, bool *out_nz) \
     {                                                                                     \
-        return unary_jvp(ctx, eqn, primal, tangent, tan_nz, primal_out, tangent_out, out_nz, \
-                         op##_deriv, DIVIDE);                                             \
+        return oly__elementwise_unary_jvp(ctx, eqn, primal, tangent, tan_nz, primal_out,   \
+                                          tangent_out, out_nz, op##_deriv, DIVIDE);       \
     }
 #define DERIV(op) static oly_status op##_deriv(oly_builder *b, oly_atom x, oly_atom y, oly_atom *d)
 
@@ -371,11 +371,11 @@ static bool is_unit(oly_atom a)
 
 /* A binary op's tangent as t_x * jx + t_y * jy (either side optional); the
  * partial derivatives come from partial(which, ...) in the primal. */
-typedef oly_status (*partial_fn)(oly_builder *b, int which, oly_atom x, oly_atom y, oly_atom out,
-                                 oly_atom *d);
-static oly_status binary_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
-                             const oly_atom *tangent, const bool *tan_nz, oly_atom *primal_out,
-                             oly_atom *tangent_out, bool *out_nz, partial_fn partial)
+oly_status oly__elementwise_binary_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn,
+                                       const oly_atom *primal, const oly_atom *tangent,
+                                       const bool *tan_nz, oly_atom *primal_out,
+                                       oly_atom *tangent_out, bool *out_nz,
+                                       oly_partial_fn partial)
 {
     oly_builder *b = ctx->b;
     OLY_TRY(oly__emit_eqn(b, eqn, primal, primal_out));
@@ -384,7 +384,7 @@ static oly_status binary_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_ato
     for (int i = 0; i < 2; i++) {
         if (!tan_nz[i]) continue;
         oly_atom d, term = tangent[i];
-        OLY_TRY(partial(b, i, primal[0], primal[1], primal_out[0], &d));
+        OLY_TRY(partial(b, eqn, i, primal[0], primal[1], primal_out[0], &d));
         if (!is_unit(d)) E_BIN(mul, tangent[i], d, &term);
         OLY_TRY(accumulate(b, &acc, &have, term));
     }
@@ -397,12 +397,12 @@ static oly_status binary_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_ato
                                const oly_atom *tangent, const bool *tan_nz,               \
                                oly_atom *primal_out, oly_atom *tangent_out, bool *out_nz) \
     {                                                                                     \
-        return binary_jvp(ctx, eqn, primal, tangent, tan_nz, primal_out, tangent_out, out_nz, \
-                          op##_partial);                                                  \
+        return oly__elementwise_binary_jvp(ctx, eqn, primal, tangent, tan_nz, primal_out,  \
+                                           tangent_out, out_nz, op##_partial);            \
     }
 #define PARTIAL(op)                                                                       \
-    static oly_status op##_partial(oly_builder *b, int which, oly_atom x, oly_atom y,     \
-                                   oly_atom out, oly_atom *d)
+    static oly_status op##_partial(oly_builder *b, const oly_eqn *eqn, int which, oly_atom x, \
+                                   oly_atom y, oly_atom out, oly_atom *d)
 
 /* pow: d/dx = y x^(y-1) (0 where y == 0, like JAX); d/dy = log(x) x^y with
  * x == 0 giving 0. */
@@ -426,8 +426,8 @@ PARTIAL(pow)
 
 /* max/min like JAX: the operand equal to the result gets weight 1, halved
  * when the other equals it too (ties split the tangent evenly). */
-static oly_status maxmin_partial(oly_builder *b, int which, oly_atom x, oly_atom y, oly_atom out,
-                                 oly_atom *d)
+static oly_status maxmin_partial(oly_builder *b, const oly_eqn *eqn, int which, oly_atom x,
+                                 oly_atom y, oly_atom out, oly_atom *d)
 {
     oly_atom me = which == 0 ? x : y, other = which == 0 ? y : x;
     oly_dtype dt = aval_of(out).dtype;

@@ -106,62 +106,19 @@ static oly_atom lit_like(oly_atom like, double v)
 #define E_BIN(prim, x, y, o) OLY_TRY(oly__emit_bin(b, &oly__prim_##prim, (x), (y), (o)))
 
 /* Unary rows: tangent t * d(x, y), y the primal output. */
-typedef oly_status (*deriv_fn)(oly_builder *b, oly_atom x, oly_atom y, oly_atom *d);
-static oly_status unary_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
-                            const oly_atom *tangent, const bool *tan_nz, oly_atom *primal_out,
-                            oly_atom *tangent_out, bool *out_nz, deriv_fn f)
-{
-    oly_builder *b = ctx->b;
-    OLY_TRY(oly__emit_eqn(b, eqn, primal, primal_out));
-    out_nz[0] = tan_nz[0];
-    if (!tan_nz[0]) return OLY_OK;
-    oly_atom d;
-    OLY_TRY(f(b, primal[0], primal_out[0], &d));
-    return oly__emit_bin(b, &oly__prim_mul, tangent[0], d, tangent_out);
-}
 #define UNARY_JVP(op)                                                                     \
     static oly_status op##_deriv(oly_builder *b, oly_atom x, oly_atom y, oly_atom *d);    \
     static oly_status op##_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal, \
                                const oly_atom *tangent, const bool *tan_nz,               \
                                oly_atom *primal_out, oly_atom *tangent_out, bool *out_nz) \
     {                                                                                     \
-        return unary_jvp(ctx, eqn, primal, tangent, tan_nz, primal_out, tangent_out, out_nz, \
-                         op##_deriv);                                                     \
+        return oly__elementwise_unary_jvp(ctx, eqn, primal, tangent, tan_nz, primal_out,   \
+                                          tangent_out, out_nz, op##_deriv, false);        \
     }                                                                                     \
     static oly_status op##_deriv(oly_builder *b, oly_atom x, oly_atom y, oly_atom *d)
 
 /* Binary rows: t_0 * d_0 + t_1 * d_1 over the nonzero tangents; partial()
  * fails for an operand with no derivative. */
-typedef oly_status (*partial_fn)(oly_builder *b, const oly_eqn *eqn, int which, oly_atom x,
-                                 oly_atom y, oly_atom out, oly_atom *d);
-static oly_status binary_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
-                             const oly_atom *tangent, const bool *tan_nz, oly_atom *primal_out,
-                             oly_atom *tangent_out, bool *out_nz, partial_fn partial)
-{
-    oly_builder *b = ctx->b;
-    OLY_TRY(oly__emit_eqn(b, eqn, primal, primal_out));
-    oly_atom acc = {0};
-    bool have = false;
-    for (int i = 0; i < 2; i++) {
-        if (!tan_nz[i]) continue;
-        oly_atom d, term;
-        OLY_TRY(partial(b, eqn, i, primal[0], primal[1], primal_out[0], &d));
-        E_BIN(mul, tangent[i], d, &term);
-        if (have)
-            E_BIN(add, acc, term, &acc);
-        else
-            acc = term;
-        have = true;
-    }
-    out_nz[0] = have;
-    if (!have) return OLY_OK;
-    oly_aval oa = aval_of(primal_out[0]);
-    if (aval_of(acc).rank == oa.rank) {
-        *tangent_out = acc;
-        return OLY_OK;
-    }
-    return oly__emit_broadcast_to(b, acc, &oa, tangent_out);
-}
 #define BINARY_JVP(op)                                                                    \
     static oly_status op##_partial(oly_builder *b, const oly_eqn *eqn, int which, oly_atom x, \
                                    oly_atom y, oly_atom out, oly_atom *d);                \
@@ -169,8 +126,8 @@ static oly_status binary_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_ato
                                const oly_atom *tangent, const bool *tan_nz,               \
                                oly_atom *primal_out, oly_atom *tangent_out, bool *out_nz) \
     {                                                                                     \
-        return binary_jvp(ctx, eqn, primal, tangent, tan_nz, primal_out, tangent_out, out_nz, \
-                          op##_partial);                                                  \
+        return oly__elementwise_binary_jvp(ctx, eqn, primal, tangent, tan_nz, primal_out,  \
+                                           tangent_out, out_nz, op##_partial);            \
     }                                                                                     \
     static oly_status op##_partial(oly_builder *b, const oly_eqn *eqn, int which, oly_atom x, \
                                    oly_atom y, oly_atom out, oly_atom *d)

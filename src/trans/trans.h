@@ -149,6 +149,25 @@ oly_status oly__jvp_linear(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom 
 oly_status oly__elementwise_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
                                   const int *in_bdim, oly_atom *out, int *out_bdim);
 
+/* The JVP helpers of elementwise rows (elementwise.c; special.c uses them
+ * too). Unary: tangent t * d (or t / d with divide), d = f(x, y), y the primal
+ * output. Binary: the sum of t_i * d_i over the nonzero tangents, d_i from
+ * partial(eqn, i, x, y, out) (a partial of literal 1 costs no multiply; a
+ * partial may fail for an operand with no derivative), broadcast to the
+ * output's shape. */
+typedef oly_status (*oly_deriv_fn)(oly_builder *b, oly_atom x, oly_atom y, oly_atom *d);
+typedef oly_status (*oly_partial_fn)(oly_builder *b, const oly_eqn *eqn, int which, oly_atom x,
+                                     oly_atom y, oly_atom out, oly_atom *d);
+oly_status oly__elementwise_unary_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
+                                      const oly_atom *tangent, const bool *tan_nz,
+                                      oly_atom *primal_out, oly_atom *tangent_out, bool *out_nz,
+                                      oly_deriv_fn f, bool divide);
+oly_status oly__elementwise_binary_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn,
+                                       const oly_atom *primal, const oly_atom *tangent,
+                                       const bool *tan_nz, oly_atom *primal_out,
+                                       oly_atom *tangent_out, bool *out_nz,
+                                       oly_partial_fn partial);
+
 /* x with its batch axis at `to`; an unmapped x (bdim OLY_NOT_MAPPED) is
  * broadcast to a new axis of size ctx->size there. */
 oly_status oly__batch_move(oly_batch_ctx *ctx, oly_atom x, int bdim, int to, oly_atom *out);
