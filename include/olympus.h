@@ -342,6 +342,39 @@ typedef struct oly_params_cumulative { int64_t axis; bool reverse; } oly_params_
  * index first); outputs (values, int32 indices). */
 typedef struct oly_params_sort { int64_t dimension; bool is_stable; int64_t num_keys; } oly_params_sort;
 typedef struct oly_params_top_k { int64_t k; } oly_params_top_k;
+/* gather(operand, indices) and scatter*(operand, indices, updates): JAX's
+ * lax.gather / lax.scatter dimension numbers, with the index vector along the
+ * last axis of indices. gather reads, for each index vector, a window of
+ * slice_sizes at start index indices[..., k] along operand dim
+ * start_index_map[k] (and at the index's own position along each
+ * operand_batching_dims[i] / start_indices_batching_dims[i] pair); the window's
+ * dims other than collapsed_slice_dims and operand_batching_dims land at the
+ * output's offset_dims, the index's batch dims at the others, in order.
+ * scatter writes such windows of updates (update_window_dims; inserted_window_dims
+ * and operand_batching_dims are the window's size-1 dims) into a copy of
+ * operand, combining by the row: set (scatter; the last update in index order
+ * wins), add, mul, min, max. mode (oly_gather_mode) says what an index whose
+ * window does not fit does: clip clamps the start so the window fits; fill
+ * reads fill_value (gather) or drops the update (scatter);
+ * promise_in_bounds is the caller's promise, kept safe here as clip (gather)
+ * and drop (scatter). fill_value NaN means the dtype's default: NaN, the most
+ * negative signed or the largest unsigned integer, true. */
+typedef enum oly_gather_mode {
+    OLY_GATHER_CLIP, OLY_GATHER_FILL_OR_DROP, OLY_GATHER_PROMISE_IN_BOUNDS, OLY_GATHER_MODE_COUNT
+} oly_gather_mode;
+typedef struct oly_params_gather {
+    oly_ints offset_dims, collapsed_slice_dims, start_index_map, operand_batching_dims,
+        start_indices_batching_dims, slice_sizes;
+    int mode;
+    double fill_value;
+    bool indices_are_sorted, unique_indices;
+} oly_params_gather;
+typedef struct oly_params_scatter {
+    oly_ints update_window_dims, inserted_window_dims, scatter_dims_to_operand_dims,
+        operand_batching_dims, scatter_indices_batching_dims;
+    int mode;
+    bool indices_are_sorted, unique_indices;
+} oly_params_scatter;
 typedef struct oly_params_dot_general {
     oly_ints lhs_contracting, rhs_contracting, lhs_batch, rhs_batch;
 } oly_params_dot_general;

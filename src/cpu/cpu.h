@@ -10,4 +10,25 @@
 #include "prims/prims.def"
 #undef OLY_PRIM
 
+/* The integer of dtype t at p (uint64 above INT64_MAX reads INT64_MAX; 0 for a
+ * non-integer dtype). */
+static inline int64_t oly__read_index(oly_dtype t, const void *p)
+{
+    switch (t) {
+    case OLY_INT8: { int8_t v; memcpy(&v, p, 1); return v; }
+    case OLY_INT16: { int16_t v; memcpy(&v, p, 2); return v; }
+    case OLY_INT32: { int32_t v; memcpy(&v, p, 4); return v; }
+    case OLY_INT64: { int64_t v; memcpy(&v, p, 8); return v; }
+    case OLY_UINT8: { uint8_t v; memcpy(&v, p, 1); return v; }
+    case OLY_UINT16: { uint16_t v; memcpy(&v, p, 2); return v; }
+    case OLY_UINT32: { uint32_t v; memcpy(&v, p, 4); return v; }
+    case OLY_UINT64: {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        return v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
+    }
+    default: return 0;
+    }
+}
+
 #endif /* OLYMPUS_CPU_H */

@@ -19,25 +19,6 @@ static void strides_of(const oly_aval *a, int64_t *s)
     }
 }
 
-static int64_t read_index(oly_dtype t, const void *p)
-{
-    switch (t) {
-    case OLY_INT8: { int8_t v; memcpy(&v, p, 1); return v; }
-    case OLY_INT16: { int16_t v; memcpy(&v, p, 2); return v; }
-    case OLY_INT32: { int32_t v; memcpy(&v, p, 4); return v; }
-    case OLY_INT64: { int64_t v; memcpy(&v, p, 8); return v; }
-    case OLY_UINT8: { uint8_t v; memcpy(&v, p, 1); return v; }
-    case OLY_UINT16: { uint16_t v; memcpy(&v, p, 2); return v; }
-    case OLY_UINT32: { uint32_t v; memcpy(&v, p, 4); return v; }
-    case OLY_UINT64: {
-        uint64_t v;
-        memcpy(&v, p, 8);
-        return v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
-    }
-    default: return 0;
-    }
-}
-
 static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 /* ---------------------------------------------------------------- copy plans */
@@ -286,7 +267,7 @@ static oly_status dynamic_slice_kernel(const oly_kernel_ctx *ctx)
     strides_of(x, s);
     const char *src = ctx->in[0];
     for (int i = 0; i < x->rank; i++) {
-        int64_t start = read_index(ctx->in_aval[1 + i].dtype, ctx->in[1 + i]);
+        int64_t start = oly__read_index(ctx->in_aval[1 + i].dtype, ctx->in[1 + i]);
         start = clamp64(start, 0, x->dims[i] - o->dims[i]);
         src += start * s[i] * (int64_t)es;
         plan.src[i] = s[i] * (int64_t)es;
@@ -307,7 +288,7 @@ static oly_status dynamic_update_slice_kernel(const oly_kernel_ctx *ctx)
     int64_t s[OLY_MAX_RANK];
     strides_of(x, s);
     for (int i = 0; i < x->rank; i++) {
-        int64_t start = read_index(ctx->in_aval[2 + i].dtype, ctx->in[2 + i]);
+        int64_t start = oly__read_index(ctx->in_aval[2 + i].dtype, ctx->in[2 + i]);
         start = clamp64(start, 0, x->dims[i] - u->dims[i]);
         dst += start * s[i] * (int64_t)es;
         plan.src[i] = plan.dst[i];             /* update: dense */

@@ -97,6 +97,10 @@ TEST(rows_every_accepted_dtype_has_a_kernel)
      * entries are checked above). */
     for (int id = 0; id <= OLY_PRIM_ID_dot_general; id++) {
         const oly_prim *p = rows[id].row;
+        /* gather and the scatters take integer indices beside an operand of
+         * any dtype, which one-dtype inputs cannot express: test_gather.c
+         * runs their kernels for every dtype. */
+        if (id >= OLY_PRIM_ID_gather && id <= OLY_PRIM_ID_scatter_max) continue;
         void *params = calloc(1, p->params_size ? p->params_size : 1);
         if (!params) {
             CHECK_FAIL_("%s: out of memory", p->name);
