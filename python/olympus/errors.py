@@ -9,6 +9,9 @@ for a concrete value, and the one a leaked tracer raises.
 - TracerIntegerConversionError: int() or __index__() of a traced value (an
   index, a range bound).
 - TracerArrayConversionError: numpy.asarray() of a traced value.
+- NonConcreteBooleanIndexError (an IndexError): a traced boolean mask used
+  as an index, whose result's shape would depend on its values; use
+  jnp.where, or jnp.nonzero(mask, size=N).
 - UnexpectedTracerError (a TypeError): a traced value used after its trace
   finished (it leaked through a global or a closure).
 
@@ -24,5 +27,11 @@ TracerIntegerConversionError = _core.TracerIntegerConversionError
 TracerArrayConversionError = _core.TracerArrayConversionError
 UnexpectedTracerError = _core.UnexpectedTracerError
 
+
+class NonConcreteBooleanIndexError(IndexError):
+    """A boolean mask index with traced values (its result's shape would
+    depend on them)."""
+
 __all__ = ["ConcretizationTypeError", "TracerBoolConversionError",
-           "TracerIntegerConversionError", "TracerArrayConversionError", "UnexpectedTracerError"]
+           "TracerIntegerConversionError", "TracerArrayConversionError", "UnexpectedTracerError",
+           "NonConcreteBooleanIndexError"]

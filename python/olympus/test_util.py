@@ -45,7 +45,9 @@ def _rand_like(rng, tree):
 
 
 def _axpy(a, x, y):
-    return tree_util.tree_map(lambda xi, yi: np.asarray(yi) + a * np.asarray(xi), x, y)
+    """y + a * x as olympus arrays (so f may use Array methods such as .at)."""
+    return tree_util.tree_map(
+        lambda xi, yi: olympus.numpy.asarray(np.asarray(yi) + a * np.asarray(xi)), x, y)
 
 
 def _vdot(x, y):

@@ -490,66 +490,6 @@ static oly_status zeros_scalar(oly_builder *b, oly_dtype t, oly_atom *out)
     return oly__emit_full(b, &a, 0.0, out);
 }
 
-/* Batch element i of x (x itself when unmapped): a slice along bdim, squeezed. */
-static oly_status take_lane(oly_builder *b, oly_atom x, int bdim, int64_t i, oly_atom *out)
-{
-    if (bdim == OLY_NOT_MAPPED) {
-        *out = x;
-        return OLY_OK;
-    }
-    oly_aval a = oly__atom_aval(&x);
-    oly_params_slice sp;
-    memset(&sp, 0, sizeof sp);
-    sp.start_indices.n = sp.limit_indices.n = a.rank;
-    for (int d = 0; d < a.rank; d++) {
-        sp.start_indices.v[d] = d == bdim ? i : 0;
-        sp.limit_indices.v[d] = d == bdim ? i + 1 : a.dims[d];
-    }
-    oly_atom s;
-    OLY_TRY(oly__emit_1(b, &oly__prim_slice, x, &sp, &s));
-    oly_params_dims q = {.dimensions = {.n = 1, .v = {bdim}}};
-    return oly__emit_1(b, &oly__prim_squeeze, s, &q, out);
-}
-
-/* Batches eqn by applying it to each batch element and concatenating the results
- * along a new axis 0: the fallback for batched start indices. */
-static oly_status batch_unrolled(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
-                                 const int *in_bdim, oly_atom *out, int *out_bdim)
-{
-    const oly_aval *oa = &eqn->out[0]->aval;
-    int64_t n = ctx->size;
-    if (oa->rank >= OLY_MAX_RANK)
-        return oly__error(OLY_ERR_UNSUPPORTED, "%s: batching needs rank %d, above the maximum %d",
-                          eqn->prim->name, oa->rank + 1, OLY_MAX_RANK);
-    if (n == 0) {
-        oly_aval z = *oa;
-        memmove(z.dims + 1, z.dims, sizeof z.dims[0] * (size_t)z.rank);
-        z.dims[0] = 0;
-        z.rank++;
-        OLY_TRY(zeros(ctx->b, &z, out));
-        out_bdim[0] = 0;
-        return OLY_OK;
-    }
-    oly_atom lane[2 + OLY_MAX_RANK];
-    oly_atom *parts = oly__malloc(sizeof *parts * (size_t)n);
-    if (!parts) return OLY_ERR_NOMEM;
-    oly_status s = OLY_OK;
-    oly_params_dims ed = {.dimensions = {.n = 1, .v = {0}}};
-    for (int64_t i = 0; i < n && s == OLY_OK; i++) {
-        for (int k = 0; k < eqn->n_in && s == OLY_OK; k++)
-            s = take_lane(ctx->b, in[k], in_bdim[k], i, &lane[k]);
-        oly_atom r;
-        if (s == OLY_OK) s = oly__emit_eqn(ctx->b, eqn, lane, &r);
-        if (s == OLY_OK) s = oly__emit_1(ctx->b, &oly__prim_expand_dims, r, &ed, &parts[i]);
-    }
-    oly_params_concatenate cp = {.dimension = 0};
-    if (s == OLY_OK)
-        s = oly__emit(ctx->b, &oly__prim_concatenate, parts, (int)n, &cp, NULL, 0, out);
-    free(parts);
-    if (s == OLY_OK) out_bdim[0] = 0;
-    return s;
-}
-
 /* Rules with no cotangent: every linear input gets a symbolic zero. */
 static bool ct_is_zero(const oly_eqn *eqn, const bool *ct_nz, bool *ct_in_nz)
 {
@@ -824,21 +764,77 @@ static bool any_index_batched(const oly_eqn *eqn, int first, const int *in_bdim)
     return false;
 }
 
+/* Batched start indices as one (B, r) index array for gather / scatter:
+ * each start (batched or not) converted to a common int type, broadcast to
+ * (B, 1) and joined along axis 1. */
+static oly_status batched_starts(oly_batch_ctx *ctx, const oly_eqn *eqn, int first,
+                                 const oly_atom *in, const int *in_bdim, oly_atom *out)
+{
+    int r = eqn->n_in - first;
+    oly_dtype t = OLY_INT32;
+    for (int i = first; i < eqn->n_in; i++)
+        if (oly_dtype_size(in_aval_of(eqn, i).dtype) == 8) t = OLY_INT64;
+    oly_atom cols[OLY_MAX_RANK];
+    oly_ints col_shape = {.n = 2, .v = {ctx->size, 1}}, keep = {.n = 1, .v = {0}}, none = {.n = 0};
+    for (int i = 0; i < r; i++) {
+        oly_atom c;
+        OLY_TRY(oly__emit_convert(ctx->b, in[first + i], t, &c));
+        bool mapped = in_bdim[first + i] != OLY_NOT_MAPPED;
+        OLY_TRY(oly__emit_broadcast_in_dim(ctx->b, c, &col_shape, mapped ? &keep : &none, &cols[i]));
+    }
+    if (r == 1) {
+        *out = cols[0];
+        return OLY_OK;
+    }
+    oly_params_concatenate cp = {.dimension = 1};
+    return oly__emit(ctx->b, &oly__prim_concatenate, cols, r, &cp, NULL, 0, out);
+}
+
+/* Batched start indices: one gather (clip mode clamps as dynamic_slice does),
+ * its operand batch dim paired with the indices' when both are batched. */
 static oly_status dynamic_slice_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
                                       const int *in_bdim, oly_atom *out, int *out_bdim)
 {
-    if (any_index_batched(eqn, 1, in_bdim) || in_bdim[0] == OLY_NOT_MAPPED)
-        return batch_unrolled(ctx, eqn, in, in_bdim, out, out_bdim);
     const oly_params_dynamic_slice *p = eqn->params;
-    int b = in_bdim[0];
-    oly_params_dynamic_slice q;
-    OLY_TRY(ints_insert("dynamic_slice", &p->slice_sizes, b, ctx->size, &q.slice_sizes));
-    oly_atom args[2 + OLY_MAX_RANK];
-    args[0] = in[0];
-    for (int i = 0, j = 1; i < q.slice_sizes.n; i++) args[1 + i] = i == b ? lit_index(0) : in[j++];
-    OLY_TRY(oly__emit(ctx->b, &oly__prim_dynamic_slice, args, 1 + q.slice_sizes.n, &q, NULL, 0,
-                      out));
-    out_bdim[0] = b;
+    int r = p->slice_sizes.n;
+    if (!any_index_batched(eqn, 1, in_bdim)) {
+        int b = in_bdim[0];
+        oly_params_dynamic_slice q;
+        OLY_TRY(ints_insert("dynamic_slice", &p->slice_sizes, b, ctx->size, &q.slice_sizes));
+        oly_atom args[2 + OLY_MAX_RANK];
+        args[0] = in[0];
+        for (int i = 0, j = 1; i < q.slice_sizes.n; i++)
+            args[1 + i] = i == b ? lit_index(0) : in[j++];
+        OLY_TRY(oly__emit(ctx->b, &oly__prim_dynamic_slice, args, 1 + q.slice_sizes.n, &q, NULL,
+                          0, out));
+        out_bdim[0] = b;
+        return OLY_OK;
+    }
+    if (r + 1 > OLY_MAX_RANK)
+        return oly__error(OLY_ERR_UNSUPPORTED, "dynamic_slice: batching needs rank %d, above the "
+                          "maximum %d", r + 1, OLY_MAX_RANK);
+    bool bx = in_bdim[0] != OLY_NOT_MAPPED;
+    oly_atom x = in[0], ix;
+    if (bx) OLY_TRY(oly__batch_move(ctx, in[0], in_bdim[0], 0, &x));
+    OLY_TRY(batched_starts(ctx, eqn, 1, in, in_bdim, &ix));
+    oly_params_gather g;
+    memset(&g, 0, sizeof g);
+    g.mode = OLY_GATHER_CLIP;
+    g.offset_dims.n = g.start_index_map.n = r;
+    g.slice_sizes.n = r + bx;
+    for (int d = 0; d < r; d++) {
+        g.offset_dims.v[d] = d + 1;
+        g.start_index_map.v[d] = d + bx;
+        g.slice_sizes.v[d + bx] = p->slice_sizes.v[d];
+    }
+    if (bx) {
+        g.slice_sizes.v[0] = 1;
+        g.operand_batching_dims = (oly_ints){.n = 1, .v = {0}};
+        g.start_indices_batching_dims = (oly_ints){.n = 1, .v = {0}};
+    }
+    oly_atom args[2] = {x, ix};
+    OLY_TRY(oly__emit(ctx->b, &oly__prim_gather, args, 2, &g, NULL, 0, out));
+    out_bdim[0] = 0;
     return OLY_OK;
 }
 
@@ -866,21 +862,35 @@ static oly_status dynamic_slice_transpose(oly_transpose_ctx *ctx, const oly_eqn 
 
 /* --- dynamic_update_slice */
 
+/* Batched start indices: one scatter (clip mode, as dynamic_update_slice
+ * clamps) with the operand's batch dim paired with the indices'. */
 static oly_status dynamic_update_slice_batch(oly_batch_ctx *ctx, const oly_eqn *eqn,
                                              const oly_atom *in, const int *in_bdim,
                                              oly_atom *out, int *out_bdim)
 {
-    if (any_index_batched(eqn, 2, in_bdim))
-        return batch_unrolled(ctx, eqn, in, in_bdim, out, out_bdim);
     oly_atom args[2 + OLY_MAX_RANK + 1];
     OLY_TRY(oly__batch_move(ctx, in[0], in_bdim[0], 0, &args[0]));
     OLY_TRY(oly__batch_move(ctx, in[1], in_bdim[1], 0, &args[1]));
+    out_bdim[0] = 0;
+    if (any_index_batched(eqn, 2, in_bdim)) {
+        int r = eqn->n_in - 2;
+        oly_atom ix;
+        OLY_TRY(batched_starts(ctx, eqn, 2, in, in_bdim, &ix));
+        oly_params_scatter s;
+        memset(&s, 0, sizeof s);
+        s.mode = OLY_GATHER_CLIP;
+        s.unique_indices = true; /* one window per batch element */
+        s.update_window_dims.n = s.scatter_dims_to_operand_dims.n = r;
+        for (int d = 0; d < r; d++) s.update_window_dims.v[d] = s.scatter_dims_to_operand_dims.v[d] = d + 1;
+        s.operand_batching_dims = (oly_ints){.n = 1, .v = {0}};
+        s.scatter_indices_batching_dims = (oly_ints){.n = 1, .v = {0}};
+        oly_atom sargs[3] = {args[0], ix, args[1]};
+        return oly__emit(ctx->b, &oly__prim_scatter, sargs, 3, &s, NULL, 0, out);
+    }
     args[2] = lit_index(0);
     for (int i = 2; i < eqn->n_in; i++) args[i + 1] = in[i];
-    OLY_TRY(oly__emit(ctx->b, &oly__prim_dynamic_update_slice, args, eqn->n_in + 1, NULL, NULL, 0,
-                      out));
-    out_bdim[0] = 0;
-    return OLY_OK;
+    return oly__emit(ctx->b, &oly__prim_dynamic_update_slice, args, eqn->n_in + 1, NULL, NULL, 0,
+                     out);
 }
 
 static oly_status dynamic_update_slice_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn,

@@ -497,4 +497,9 @@ def stop_gradient(x):
     return tree_util.tree_map(leaf, x)
 
 
+from olympus._src import slicing as _slicing  # noqa: E402
+from olympus._src.slicing import *  # noqa: E402,F401,F403 (gather, scatter*, *_in_dim)
+
+__all__ += _slicing.__all__
+
 del builtins
