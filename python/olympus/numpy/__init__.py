@@ -8,6 +8,8 @@ import numpy as _np
 
 from olympus import _core
 from olympus._src.jnp import *  # noqa: F401,F403 (the functions; see its __all__)
+from olympus._src.einsum import einsum, einsum_path  # noqa: F401
+from olympus._src.polynomial import *  # noqa: F401,F403 (convolve, correlate, poly*)
 from olympus._src import dtypes as _dtypes
 
 ndarray = _core.Array
