@@ -82,8 +82,12 @@ def check_vjp(f, args, atol, rtol, eps, rng):
     u = _rand_like(rng, out)
     v = _rand_like(rng, args)
     jv = _numerical_jvp(f, args, v, eps)
-    _close("vjp against finite differences (<u, J v> = <J^T u, v>)", _vdot(pullback(u), v),
-           _vdot(u, jv), atol, rtol)
+    # JAX's convention for complex values: the pullback of conj(u), conjugated,
+    # paired with v as the real part of <v, .> (for real values: <J^T u, v>)
+    conj = lambda t: tree_util.tree_map(lambda a: np.conj(np.asarray(a)), t)  # noqa: E731
+    ct = conj(pullback(conj(u)))
+    _close("vjp against finite differences (<u, J v> = <J^T u, v>)", np.real(_vdot(v, ct)),
+           np.real(_vdot(jv, u)), atol, rtol)
 
 
 def check_grads(f, args, order, modes=("fwd", "rev"), atol=None, rtol=None, eps=None):

@@ -9,6 +9,7 @@ from olympus import lax
 from olympus._src import api as _api
 from olympus._src import indexing
 from olympus._src import jnp
+from olympus._src import jnp_index
 from olympus.sharding import SingleDeviceSharding
 
 Array = _core.Array
@@ -124,6 +125,13 @@ _METHODS = {
     "clip": _method(jnp.clip),
     "round": _method(jnp.round),
     "dot": _method(jnp.dot),
+    "take": _method(jnp_index.take),
+    "nonzero": _method(jnp_index.nonzero),
+    "searchsorted": _method(jnp_index.searchsorted),
+    "compress": lambda self, condition, axis=None, **kw: jnp_index.compress(condition, self,
+                                                                           axis, **kw),
+    "choose": lambda self, choices, out=None, mode="raise": jnp_index.choose(self, choices, out,
+                                                                            mode),
 }
 
 _PROPERTIES = {
