@@ -762,6 +762,17 @@ def _chain_np(x, y):
     return np.sin(x) ** 2 + np.cos(x) * y
 
 
+IDX = _rng.integers(0, 1 << 20, size=1 << 18).astype(np.int32)
+ROWS_M = _rng.standard_normal((4096, 256)).astype(np.float32)
+ROW_IDX = _rng.integers(0, 4096, size=2048).astype(np.int32)
+
+
+def _np_add_at(x, i):
+    out = x.copy()
+    np.add.at(out, i, 1.0)
+    return out
+
+
 MATS = {n: (_rng.standard_normal((n, n)).astype(np.float32),
             _rng.standard_normal((n, n)).astype(np.float32)) for n in (256, 1024)}
 
@@ -833,6 +844,18 @@ def make_rows(args):
                     c_chain_floor, rtol=1e-4))
     rows.append(Row("sum-numpy", "5", "sum f32[1M]", oly_jit_side(lambda jnp: jnp.sum, X1M),
                     "NumPy", numpy_side(np.sum, X1M), rtol=1e-3))
+    # gather / scatter / sort: indexing against NumPy's fancy indexing
+    rows.append(Row("gather-elems", "5", "x[idx] f32[1M], 256K indices",
+                    oly_jit_side(lambda jnp: (lambda x, i: x[i]), X1M, IDX), "NumPy",
+                    numpy_side(lambda x, i: x[i], X1M, IDX), 1.0, "<=NumPy", rtol=0))
+    rows.append(Row("gather-rows", "5", "x[idx] rows f32[4096,256], 2048 rows",
+                    oly_jit_side(lambda jnp: (lambda x, i: x[i]), ROWS_M, ROW_IDX), "NumPy",
+                    numpy_side(lambda x, i: x[i], ROWS_M, ROW_IDX), 1.0, "<=NumPy", rtol=0))
+    rows.append(Row("scatter-add", "5", "x.at[idx].add(1) f32[1M], 256K indices",
+                    oly_jit_side(lambda jnp: (lambda x, i: x.at[i].add(1.0)), X1M, IDX),
+                    "np.add.at", numpy_side(_np_add_at, X1M, IDX), 1.0, "<=NumPy", rtol=1e-6))
+    rows.append(Row("sort-1M", "5", "sort f32[1M]", oly_jit_side(lambda jnp: jnp.sort, X1M),
+                    "NumPy", numpy_side(np.sort, X1M), rtol=0))
     for n in (256, 1024):
         a, b = MATS[n]
         rows.append(Row(f"matmul-{n}", "5", f"matmul f32[{n},{n}]",

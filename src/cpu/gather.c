@@ -231,6 +231,39 @@ static void fill_element(oly_dtype t, double v, void *dst)
     oly_scalar_store(&s, t, dst);
 }
 
+/* The common element gather (x[i] for an index array i): one-element windows,
+ * one int32 / int64 index per element, no batching dims. Its output is the
+ * index batch, dense. */
+#define ELEMENT_LOOP(IT, ES)                                                              \
+    for (int64_t i = lo; i < hi; i++) {                                                   \
+        int64_t v = ((const IT *)rows)[i];                                                \
+        const char *src;                                                                  \
+        if ((uint64_t)v <= (uint64_t)top) src = xs + v * step;                            \
+        else if (clamp) src = xs + (v < 0 ? 0 : top) * step;                              \
+        else src = (const char *)fill;                                                    \
+        memcpy(out + i * (ES), src, ES);                                                  \
+    }                                                                                     \
+    return
+
+static void gather_elements(const gs_plan *p, char *out, const char *xs, const char *rows,
+                            const unsigned char *fill, bool clamp, int64_t lo, int64_t hi)
+{
+    int64_t d = p->map[0], top = p->dims[d] - 1, step = p->xs[d];
+    size_t es = p->es;
+    if (p->it == OLY_INT32) {
+        switch (es) {
+        case 4: ELEMENT_LOOP(int32_t, 4);
+        case 8: ELEMENT_LOOP(int32_t, 8);
+        default: ELEMENT_LOOP(int32_t, es);
+        }
+    }
+    switch (es) {
+    case 4: ELEMENT_LOOP(int64_t, 4);
+    case 8: ELEMENT_LOOP(int64_t, 8);
+    default: ELEMENT_LOOP(int64_t, es);
+    }
+}
+
 static oly_status gather_kernel(const oly_kernel_ctx *ctx)
 {
     const oly_params_gather *p = ctx->params;
@@ -245,10 +278,15 @@ static oly_status gather_kernel(const oly_kernel_ctx *ctx)
     bool clamp = p->mode != OLY_GATHER_FILL_OR_DROP;
     int nth = ctx->nth < 1 ? 1 : ctx->nth;
     int64_t lo = plan.n_batch * ctx->ith / nth, hi = plan.n_batch * (ctx->ith + 1) / nth;
-    int64_t c[OLY_MAX_RANK];
-    int64_t ooff = batch_coords(&plan, lo, c);
     const char *xs = ctx->in[0], *rows = ctx->in[1];
     char *out = ctx->out[0];
+    if (plan.wr == 0 && plan.k == 1 && plan.nb == 0 &&
+        (plan.it == OLY_INT32 || plan.it == OLY_INT64)) {
+        gather_elements(&plan, out, xs, rows, fill, clamp, lo, hi);
+        return OLY_OK;
+    }
+    int64_t c[OLY_MAX_RANK];
+    int64_t ooff = batch_coords(&plan, lo, c);
     for (int64_t i = lo; i < hi; i++) {
         int64_t xoff = window_start(&plan, rows + i * plan.k * plan.ies, c, clamp);
         if (xoff >= 0)

@@ -139,7 +139,7 @@ static inline int compare(const line_keys *k, int64_t i, int64_t j)
     return 0;
 }
 
-enum { RUN = 16 };
+enum { RUN = 16, RADIX_MIN = 256 /* shorter lines: the merge sort */ };
 
 /* Sorts idx[0..n) (holding 0..n-1) stably; tmp has room for n. Returns the
  * buffer holding the result (idx or tmp). */
@@ -194,6 +194,99 @@ static void gather_line(char *dst, const char *src, const int64_t *perm, int64_t
     }
 }
 
+/* ---------------------------------------------------------------- radix path */
+
+/* One key operand of a non-complex dtype: each line is sorted by an LSD radix
+ * sort (8-bit digits; a pass whose digit never varies is skipped) of
+ * order-preserving unsigned keys, carrying the element indices: stable, and
+ * linear in n where the merge sort compares through function pointers.
+ * Keys: floats by value with NaNs last (all NaNs tie) and -0.0 == 0.0;
+ * signed integers with the sign bit flipped. */
+static bool radix_dtype(oly_dtype t)
+{
+    return !oly_dtype_is_complex(t) && (unsigned)t < OLY_DTYPE_COUNT;
+}
+
+static uint32_t fkey32(float f)
+{
+    uint32_t u;
+    if (f != f) return UINT32_MAX;
+    if (f == 0) f = 0; /* -0.0 == 0.0 */
+    memcpy(&u, &f, 4);
+    return (u & 0x80000000u) ? ~u : u | 0x80000000u;
+}
+
+static uint64_t fkey64(double f)
+{
+    uint64_t u;
+    if (f != f) return UINT64_MAX;
+    if (f == 0) f = 0;
+    memcpy(&u, &f, 8);
+    return (u & 0x8000000000000000ull) ? ~u : u | 0x8000000000000000ull;
+}
+
+static uint64_t radix_key(oly_dtype t, const char *p)
+{
+    switch (t) {
+    case OLY_BOOL:
+    case OLY_UINT8: return (uint8_t)*p;
+    case OLY_INT8: return (uint8_t)((uint8_t)*p ^ 0x80u);
+    case OLY_INT16: { uint16_t v; memcpy(&v, p, 2); return (uint16_t)(v ^ 0x8000u); }
+    case OLY_UINT16: { uint16_t v; memcpy(&v, p, 2); return v; }
+    case OLY_INT32: { uint32_t v; memcpy(&v, p, 4); return v ^ 0x80000000u; }
+    case OLY_UINT32: { uint32_t v; memcpy(&v, p, 4); return v; }
+    case OLY_INT64: { uint64_t v; memcpy(&v, p, 8); return v ^ 0x8000000000000000ull; }
+    case OLY_UINT64: { uint64_t v; memcpy(&v, p, 8); return v; }
+    case OLY_FLOAT16: { uint16_t v; memcpy(&v, p, 2); return fkey32(oly__half_to_float(v)); }
+    case OLY_BFLOAT16: { uint16_t v; memcpy(&v, p, 2); return fkey32(oly__bf16_to_float(v)); }
+    case OLY_FLOAT32: { float v; memcpy(&v, p, 4); return fkey32(v); }
+    case OLY_FLOAT64: { double v; memcpy(&v, p, 8); return fkey64(v); }
+    default: return 0;
+    }
+}
+
+/* The key bytes of dtype t (f16 / bf16 keys are 32-bit floats). */
+static int radix_bytes(oly_dtype t)
+{
+    return t == OLY_FLOAT16 || t == OLY_BFLOAT16 ? 4 : (int)oly_dtype_size(t);
+}
+
+/* perm[0..n) (n < 2^32): the stable order of the line's keys (element i at
+ * base + i * step). ka / kb: n keys each; ia / ib: n indices each (scratch). */
+static void radix_line(oly_dtype t, const char *base, int64_t step, int64_t n, uint64_t *ka,
+                       uint64_t *kb, uint32_t *ia, uint32_t *ib, int64_t *perm)
+{
+    int passes = radix_bytes(t);
+    uint32_t count[8][256];
+    memset(count, 0, sizeof count[0] * (size_t)passes);
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t k = radix_key(t, base + i * step);
+        ka[i] = k;
+        ia[i] = (uint32_t)i;
+        for (int p = 0; p < passes; p++) count[p][(k >> (8 * p)) & 0xff]++;
+    }
+    for (int p = 0; p < passes; p++) {
+        if (count[p][(ka[0] >> (8 * p)) & 0xff] == (uint64_t)n) continue; /* one digit */
+        uint32_t pos[256], acc = 0;
+        for (int d = 0; d < 256; d++) {
+            pos[d] = acc;
+            acc += count[p][d];
+        }
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t o = pos[(ka[i] >> (8 * p)) & 0xff]++;
+            kb[o] = ka[i];
+            ib[o] = ia[i];
+        }
+        uint64_t *tk = ka;
+        ka = kb;
+        kb = tk;
+        uint32_t *ti = ia;
+        ia = ib;
+        ib = ti;
+    }
+    for (int64_t i = 0; i < n; i++) perm[i] = ia[i];
+}
+
 static void split_axis(const oly_aval *x, int64_t axis, int64_t *outer, int64_t *n, int64_t *inner)
 {
     *outer = *inner = 1;
@@ -239,12 +332,29 @@ static oly_status sort_kernel(const oly_kernel_ctx *ctx)
         step[m] = inner * (int64_t)oly_dtype_size(ctx->in_aval[m].dtype);
     }
     line_keys k = {.nk = nk, .cmp = cmp, .base = base, .step = step};
+    /* the radix path's scratch: keys and indices, twice each */
+    bool radix = nk == 1 && radix_dtype(ctx->in_aval[0].dtype) && n >= RADIX_MIN &&
+                 n <= (int64_t)UINT32_MAX;
+    uint64_t *keys = radix ? oly__malloc(2 * (size_t)n * (sizeof(uint64_t) + sizeof(uint32_t)))
+                           : NULL;
+    if (radix && !keys) {
+        free(mem);
+        return oly__error(OLY_ERR_NOMEM, "sort: out of memory for the keys of %lld elements",
+                          (long long)n);
+    }
+    uint32_t *ids = radix ? (uint32_t *)(keys + 2 * n) : NULL;
     for (int64_t l = lo; l < hi; l++) {
         int64_t o = l / inner, j = l % inner, first = o * n * inner + j; /* element index */
         for (int m = 0; m < nk; m++)
             base[m] = (const char *)ctx->in[m] + first * (int64_t)oly_dtype_size(ctx->in_aval[m].dtype);
-        for (int64_t i = 0; i < n; i++) idx[i] = i;
-        const int64_t *perm = sort_line(&k, idx, tmp, n);
+        const int64_t *perm = idx;
+        if (radix) {
+            radix_line(ctx->in_aval[0].dtype, base[0], step[0], n, keys, keys + n, ids, ids + n,
+                       idx);
+        } else {
+            for (int64_t i = 0; i < n; i++) idx[i] = i;
+            perm = sort_line(&k, idx, tmp, n);
+        }
         for (int m = 0; m < n_ops; m++) {
             size_t es = oly_dtype_size(ctx->in_aval[m].dtype);
             gather_line((char *)ctx->out[m] + first * (int64_t)es,
@@ -252,6 +362,7 @@ static oly_status sort_kernel(const oly_kernel_ctx *ctx)
                         inner * (int64_t)es, es);
         }
     }
+    free(keys);
     free(mem);
     return OLY_OK;
 }
