@@ -10,6 +10,10 @@
 #include "prims/prims.def"
 #undef OLY_PRIM
 
+/* Copies n elements of es bytes from src (byte stride ss) to dst (stride
+ * ds); one memcpy when both are dense (src/cpu/structural.c). */
+void oly__copy_run(char *dst, int64_t ds, const char *src, int64_t ss, int64_t n, size_t es);
+
 /* The integer of dtype t at p (uint64 above INT64_MAX reads INT64_MAX; 0 for a
  * non-integer dtype). */
 static inline int64_t oly__read_index(oly_dtype t, const void *p)

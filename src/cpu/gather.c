@@ -184,25 +184,9 @@ static int64_t batch_next(const gs_plan *p, int64_t *c)
 
 /* ---------------------------------------------------------------- gather */
 
-#define COPY_LOOP(ES)                                                                     \
-    for (int64_t i = 0; i < n; i++) memcpy(a + i * as, b + i * bs, ES);                   \
-    return
-
 static void copy_run(char *a, int64_t as, const char *b, int64_t bs, int64_t n, const void *arg)
 {
-    size_t es = *(const size_t *)arg;
-    if (as == (int64_t)es && bs == (int64_t)es) {
-        memcpy(a, b, (size_t)n * es);
-        return;
-    }
-    switch (es) {
-    case 1: COPY_LOOP(1);
-    case 2: COPY_LOOP(2);
-    case 4: COPY_LOOP(4);
-    case 8: COPY_LOOP(8);
-    case 16: COPY_LOOP(16);
-    default: COPY_LOOP(es);
-    }
+    oly__copy_run(a, as, b, bs, n, *(const size_t *)arg);
 }
 
 /* The fill element of dtype t: fill_value (saturated for integers), or for

@@ -56,7 +56,7 @@ static void plan_simplify(copy_plan *p)
     for (int64_t i = 0; i < n; i++) memcpy(dst + i * ds, src + i * ss, ES);               \
     break
 
-static void copy_run(char *dst, int64_t ds, const char *src, int64_t ss, int64_t n, size_t es)
+void oly__copy_run(char *dst, int64_t ds, const char *src, int64_t ss, int64_t n, size_t es)
 {
     if (ds == (int64_t)es && ss == (int64_t)es) {
         memcpy(dst, src, (size_t)n * es);
@@ -100,7 +100,7 @@ static void plan_run_tiled(const copy_plan *p, int c, char *dst, const char *src
         for (int64_t j0 = 0; j0 < p->dims[inner]; j0 += TILE) {
             int64_t nj = p->dims[inner] - j0 < TILE ? p->dims[inner] - j0 : TILE;
             for (int64_t i = 0; i < ni; i++)
-                copy_run(dst + doff + i * p->dst[c] + j0 * p->dst[inner], p->dst[inner],
+                oly__copy_run(dst + doff + i * p->dst[c] + j0 * p->dst[inner], p->dst[inner],
                          src + soff + i * p->src[c] + j0 * p->src[inner], p->src[inner], nj, es);
         }
     }
@@ -130,7 +130,7 @@ static void plan_run(copy_plan p, char *dst, const char *src, size_t es, int ith
     for (int d = 0; d < inner; d++) n_outer *= p.dims[d];
     if (n_outer == 1) { /* one run: split it */
         int64_t n = p.dims[inner], lo = n * ith / nth, hi = n * (ith + 1) / nth;
-        copy_run(dst + lo * p.dst[inner], p.dst[inner], src + lo * p.src[inner], p.src[inner],
+        oly__copy_run(dst + lo * p.dst[inner], p.dst[inner], src + lo * p.src[inner], p.src[inner],
                  hi - lo, es);
         return;
     }
@@ -144,7 +144,7 @@ static void plan_run(copy_plan p, char *dst, const char *src, size_t es, int ith
         soff += idx[d] * p.src[d];
     }
     for (int64_t it = lo; it < hi; it++) {
-        copy_run(dst + doff, p.dst[inner], src + soff, p.src[inner], p.dims[inner], es);
+        oly__copy_run(dst + doff, p.dst[inner], src + soff, p.src[inner], p.dims[inner], es);
         for (int d = inner - 1; d >= 0; d--) {
             doff += p.dst[d];
             soff += p.src[d];

@@ -260,3 +260,23 @@ def test_lax_gather_scatter_api():
         lax.gather(x, jnp.asarray([[1]]), dn, (1, 5))
     assert float(lax.index_take(x, (np.array([1]), np.array([2])), (0, 1))[0]) == 6.0
     assert lax.dynamic_index_in_dim(x, 1, 0, keepdims=False).shape == (4,)
+
+
+def test_x64_indices_and_dtypes():
+    x = np.arange(20.0).reshape(4, 5)
+    i64 = np.array([3, -1, 0], np.int64)
+    with olympus.enable_x64():
+        j = jnp.asarray(x)
+        assert j.dtype == np.float64
+        np.testing.assert_array_equal(np.asarray(j[i64]), x[i64])
+        np.testing.assert_array_equal(np.asarray(j[:, jnp.asarray(i64)]), x[:, i64])
+        got = olympus.jit(lambda a, i: a.at[i, 1].add(1.0))(j, jnp.asarray(i64))
+        want = x.copy()
+        np.add.at(want, (i64, 1), 1.0)
+        np.testing.assert_array_equal(np.asarray(got), want)
+        big = np.array([2 ** 40, -(2 ** 40)], np.int64)  # far out of bounds: clamped
+        np.testing.assert_array_equal(np.asarray(j[big]), x[[3, 0]])
+    np.testing.assert_array_equal(np.asarray(jnp.asarray(x)[np.array([2 ** 40], np.int64)]),
+                                  x[[3]])
+    u = np.array([1, 3], np.uint8)
+    np.testing.assert_array_equal(np.asarray(jnp.asarray(x)[u]), x[u])

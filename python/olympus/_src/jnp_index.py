@@ -44,6 +44,15 @@ def _concrete(x, who, hint):
     return np.asarray(x)
 
 
+def _flat_or_axis(a, axis, who):
+    """(a, axis): the flattened a and 0 when axis is None, else a and the
+    normalised axis."""
+    a = jnp.asarray(a)
+    if axis is None:
+        return jnp.ravel(a), 0
+    return a, _norm_axis(axis, a.ndim, who)
+
+
 def _norm_axis(axis, ndim, who):
     axis = operator.index(axis)
     if not -ndim <= axis < ndim:
@@ -62,11 +71,7 @@ def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
     [-n, 0) count from the end except under 'clip'."""
     if out is not None:
         raise NotImplementedError("take: out= is not supported (olympus arrays are immutable)")
-    a = jnp.asarray(a)
-    if axis is None:
-        a = jnp.ravel(a)
-        axis = 0
-    axis = _norm_axis(axis, a.ndim, "take")
+    a, axis = _flat_or_axis(a, axis, "take")
     n = a.shape[axis]
     idx = jnp.asarray(indices)
     if not np.issubdtype(idx.dtype, np.integer):
@@ -276,12 +281,8 @@ def compress(condition, a, axis=None, *, size=None, fill_value=0, out=None):
     than the axis counts as false beyond its end)."""
     if out is not None:
         raise NotImplementedError("compress: out= is not supported")
-    a = jnp.asarray(a)
+    a, axis = _flat_or_axis(a, axis, "compress")
     cond = jnp.ravel(jnp.asarray(condition))
-    if axis is None:
-        a = jnp.ravel(a)
-        axis = 0
-    axis = _norm_axis(axis, a.ndim, "compress")
     n = a.shape[axis]
     if cond.shape[0] > n:
         cv = _concrete(cond, "compress", "the condition is longer than the axis")
@@ -821,11 +822,7 @@ def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
 def delete(arr, obj, axis=None, *, assume_unique_indices=False):
     """arr without the entries obj (an int, slice or index array; a traced
     scalar int works under jit) along axis (flattened when None)."""
-    arr = jnp.asarray(arr)
-    if axis is None:
-        arr = jnp.ravel(arr)
-        axis = 0
-    axis = _norm_axis(axis, arr.ndim, "delete")
+    arr, axis = _flat_or_axis(arr, axis, "delete")
     n = arr.shape[axis]
     if _is_tracer(obj) and jnp.ndim(obj) == 0:
         i = jnp.where(jnp.less(obj, 0), obj + n, obj)
@@ -846,11 +843,7 @@ def delete(arr, obj, axis=None, *, assume_unique_indices=False):
 def insert(arr, obj, values, axis=None):
     """arr with values inserted before the indices obj along axis (NumPy's
     insert; obj must be concrete)."""
-    arr = jnp.asarray(arr)
-    if axis is None:
-        arr = jnp.ravel(arr)
-        axis = 0
-    axis = _norm_axis(axis, arr.ndim, "insert")
+    arr, axis = _flat_or_axis(arr, axis, "insert")
     n = arr.shape[axis]
     if isinstance(obj, slice):
         o = np.arange(n + 1)[obj]
