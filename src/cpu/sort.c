@@ -287,6 +287,48 @@ static void radix_line(oly_dtype t, const char *base, int64_t step, int64_t n, u
     for (int64_t i = 0; i < n; i++) perm[i] = ia[i];
 }
 
+/* A single operand of at most 4 bytes: the element's bits ride in the low
+ * half of its 64-bit sort item (key in the high half), so the passes move
+ * one array and the sorted values come out in order, with no permutation
+ * to gather through. a, b: n items each. */
+static void radix_values(oly_dtype t, const char *src, char *dst, int64_t step, int64_t n,
+                         uint64_t *a, uint64_t *b)
+{
+    size_t es = oly_dtype_size(t);
+    int passes = radix_bytes(t);
+    uint32_t count[4][256];
+    memset(count, 0, sizeof count[0] * (size_t)passes);
+    for (int64_t i = 0; i < n; i++) {
+        const char *p = src + i * step;
+        uint32_t bits = es == 1 ? (uint8_t)*p : 0;
+        if (es == 2) { uint16_t v; memcpy(&v, p, 2); bits = v; }
+        if (es == 4) memcpy(&bits, p, 4);
+        uint64_t k = radix_key(t, p);
+        a[i] = k << 32 | bits;
+        for (int q = 0; q < passes; q++) count[q][(k >> (8 * q)) & 0xff]++;
+    }
+    for (int q = 0; q < passes; q++) {
+        int shift = 32 + 8 * q;
+        if (count[q][(a[0] >> shift) & 0xff] == (uint64_t)n) continue; /* one digit */
+        uint32_t pos[256], acc = 0;
+        for (int d = 0; d < 256; d++) {
+            pos[d] = acc;
+            acc += count[q][d];
+        }
+        for (int64_t i = 0; i < n; i++) b[pos[(a[i] >> shift) & 0xff]++] = a[i];
+        uint64_t *t2 = a;
+        a = b;
+        b = t2;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        char *p = dst + i * step;
+        uint32_t bits = (uint32_t)a[i];
+        if (es == 1) *p = (char)(uint8_t)bits;
+        else if (es == 2) { uint16_t v = (uint16_t)bits; memcpy(p, &v, 2); }
+        else memcpy(p, &bits, 4);
+    }
+}
+
 static void split_axis(const oly_aval *x, int64_t axis, int64_t *outer, int64_t *n, int64_t *inner)
 {
     *outer = *inner = 1;
@@ -348,6 +390,12 @@ static oly_status sort_kernel(const oly_kernel_ctx *ctx)
         for (int m = 0; m < nk; m++)
             base[m] = (const char *)ctx->in[m] + first * (int64_t)oly_dtype_size(ctx->in_aval[m].dtype);
         const int64_t *perm = idx;
+        size_t es0 = oly_dtype_size(ctx->in_aval[0].dtype);
+        if (radix && n_ops == 1 && es0 <= 4) {
+            radix_values(ctx->in_aval[0].dtype, base[0], (char *)ctx->out[0] + first * (int64_t)es0,
+                         step[0], n, keys, keys + n);
+            continue;
+        }
         if (radix) {
             radix_line(ctx->in_aval[0].dtype, base[0], step[0], n, keys, keys + n, ids, ids + n,
                        idx);

@@ -415,7 +415,7 @@ static void cmp_check_sorted(const oly_array *y, const oly_array *iota, int n)
     }
 }
 
-/* Lines of RADIX_MIN (256) elements or more take the radix path: for every
+/* Lines of RADIX_MIN (256) elements or more take a radix path: for every
  * non-complex dtype, a long line with many ties (and NaNs, -0.0 for floats)
  * comes out ordered by the merge path's comparator, with an iota carried
  * along that increases within each run of ties (stability). */
@@ -440,6 +440,12 @@ TEST(sort_radix_path_every_dtype)
         oly_array *y[4] = {0};
         if (run(&oly__prim_sort, &p, in, 2, y)) {
             cmp_check_sorted(y[0], y[1], N);
+            /* alone, the operand takes the value-carrying path: the same bytes */
+            oly_array *z[4] = {0};
+            if (run(&oly__prim_sort, &p, in, 1, z))
+                CHECK(memcmp(oly_array_data(z[0]), oly_array_data(y[0]),
+                             N * oly_dtype_size(dt)) == 0);
+            release_n(z, 1);
         }
         if (oly_test_failed) fprintf(stderr, "    dtype %s\n", oly_dtype_name(dt));
         release_n(in, 2);
