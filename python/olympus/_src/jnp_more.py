@@ -21,19 +21,17 @@ import numpy as np
 from olympus import _core
 from olympus import lax
 from olympus._src import dtypes as _dt
-from olympus._src.jnp import (  # noqa: F401 (helpers and the functions built on)
+from olympus._src.jnp import (  # the helpers and the functions this builds on
     _arr, _shape, _ndim, _dtype, _canon_axis, _canon_axes, _convert, _promote,
-    _broadcast_to, _is_array, _is_tracer, _to_bool, _size, _AxisError, _check_concrete,
-    _reduction_dtype, _where_mask,
-    absolute, add, all, any, arange, argmax, argmin, array, asarray, atleast_1d, atleast_2d,
-    atleast_3d, arctan2, broadcast_arrays, broadcast_shapes, broadcast_to, concatenate,
-    conjugate, cumprod, cumsum, equal, exp, exp2, expand_dims, flip, floor, floor_divide,
-    full, greater, imag, isfinite, isinf, isnan, left_shift, less, linspace, log, log1p,
-    log10, logical_and, logical_not, logical_or, matmul, max, maximum, mean, min, minimum,
-    moveaxis, multiply, negative, nextafter, not_equal, ones, power, prod, ravel, real,
-    remainder, reshape, right_shift, signbit, sin, sqrt, squeeze, stack, std, subtract, sum,
-    swapaxes, transpose, true_divide, trunc, var, where, zeros, zeros_like, bitwise_not,
-    greater_equal, less_equal,
+    _broadcast_to, _is_array, _is_tracer, _to_bool, _size, _AxisError, _where_mask,
+    absolute, add, all, any, arange, argmax, argmin, array, atleast_2d, atleast_3d, arctan2,
+    broadcast_arrays, broadcast_shapes, broadcast_to, concatenate, conjugate, cumprod, cumsum,
+    equal, exp, exp2, expand_dims, flip, floor, floor_divide, full, greater, greater_equal,
+    imag, isfinite, isinf, isnan, left_shift, less, less_equal, linspace, log, log1p, log10,
+    logical_and, logical_not, logical_or, matmul, max, maximum, mean, min, minimum, moveaxis,
+    multiply, negative, nextafter, not_equal, ones, power, prod, ravel, real, remainder,
+    reshape, right_shift, signbit, sin, sqrt, squeeze, stack, std, subtract, sum, swapaxes,
+    transpose, true_divide, trunc, var, where, zeros, bitwise_not,
     arccos, arccosh, arcsin, arcsinh, arctan, arctanh, astype,
 )
 
@@ -87,6 +85,8 @@ def _static_int(x, who, what):
 
 
 def _slice_axis(x, start, stop, axis, stride=1):
+    if start == 0 and stop == _shape(x)[axis] and stride == 1:
+        return x
     return lax.slice_in_dim(x, start, stop, stride, axis)
 
 
@@ -237,12 +237,11 @@ def sinc(x, /):
     """sin(pi x) / (pi x), 1 at 0 (where derivatives come from the Taylor
     series, so grads at 0 are right to fourth order)."""
     x = _arr(_inexact(x))
-    dt = _dtype(x)
     zero = equal(x, 0)
     y = multiply(x, np.pi)
-    safe = where(zero, _convert(1, dt), y)
+    safe = where(zero, 1.0, y)       # Python scalars: a weak x stays weak
     y2 = multiply(y, y)
-    taylor = add(subtract(_convert(1, dt), true_divide(y2, 6)), true_divide(multiply(y2, y2), 120))
+    taylor = add(subtract(1.0, true_divide(y2, 6)), true_divide(multiply(y2, y2), 120))
     return where(zero, taylor, true_divide(sin(safe), safe))
 
 
@@ -925,15 +924,15 @@ def _pad_concat(x, ax, before, after):
 
 def _pad_constant(a, pw, cv):
     dt = _dtype(a)
-    if _is_tracer(cv):
+    if _is_tracer(cv):          # one traced value for every side
         if _ndim(cv):
             raise NotImplementedError("pad: traced constant_values must be a scalar")
-        pairs = [(cv, cv)] * _ndim(a)
-    else:
-        pairs = _as_pairs(cv, _ndim(a), "constant_values", False)
-    if pairs and builtins.all(p is pairs[0][0] or (not _is_array(p) and p == pairs[0][0])
-                              for pr in pairs for p in pr):
-        return lax.pad(a, _convert(pairs[0][0], dt), [(lo, hi, 0) for lo, hi in pw])
+        return lax.pad(a, _convert(cv, dt), [(lo, hi, 0) for lo, hi in pw])
+    pairs = _as_pairs(cv, _ndim(a), "constant_values", False)
+    if len({p for pr in pairs for p in pr}) <= 1:   # one value: a single pad
+        value = pairs[0][0] if pairs else 0
+        return lax.pad(a, _convert(value, dt), [(lo, hi, 0) for lo, hi in pw])
+    # NumPy pads axis by axis, a later axis covering the corners of earlier ones
     for ax, ((lo, hi), (vb, va)) in enumerate(zip(pw, pairs)):
         before = _pad_block(a, ax, lo, _convert(vb, dt)) if lo else None
         after = _pad_block(a, ax, hi, _convert(va, dt)) if hi else None
@@ -2034,7 +2033,8 @@ def _gradient_axis(f, ax, h, edge_order):
             lb = negative(true_divide(add(d2, d1), multiply(d1, d2)))
             lc = true_divide(add(multiply(d2, 2.0), d1), multiply(d2, add(d1, d2)))
             last = add(add(multiply(along(la), sl(n - 3, n - 2)),
-                           multiply(along(lb), sl(n - 2, n - 1))), multiply(along(lc), sl(n - 1, n)))
+                           multiply(along(lb), sl(n - 2, n - 1))),
+                       multiply(along(lc), sl(n - 1, n)))
     return concatenate([first, interior, last], ax)
 
 
