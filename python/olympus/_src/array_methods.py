@@ -10,6 +10,7 @@ from olympus._src import api as _api
 from olympus._src import indexing
 from olympus._src import jnp
 from olympus._src import jnp_index
+from olympus._src import jnp_more
 from olympus.sharding import SingleDeviceSharding
 
 Array = _core.Array
@@ -126,6 +127,14 @@ _METHODS = {
     "round": _method(jnp.round),
     "dot": _method(jnp.dot),
     "take": _method(jnp_index.take),
+    "diagonal": lambda self, offset=0, axis1=0, axis2=1: jnp_more.diagonal(self, offset, axis1,
+                                                                            axis2),
+    "trace": lambda self, offset=0, axis1=0, axis2=1, dtype=None: jnp.trace(
+        self, offset, axis1, axis2, dtype),
+    "repeat": lambda self, repeats, axis=None, *, total_repeat_length=None: jnp_more.repeat(
+        self, repeats, axis, total_repeat_length=total_repeat_length),
+    "ptp": _method(jnp_more.ptp),
+    "argpartition": _method(jnp.argpartition),
     "nonzero": _method(jnp_index.nonzero),
     "searchsorted": _method(jnp_index.searchsorted),
     "compress": lambda self, condition, axis=None, **kw: jnp_index.compress(condition, self,

@@ -637,17 +637,53 @@ def _check_fits(who, value, dtype):
 
 @_export
 def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0):
-    """num evenly spaced values from start to stop (static arguments)."""
-    _check_concrete("linspace", start, stop)
+    """num evenly spaced values from start to stop. num, endpoint and axis are
+    static; start and stop may be traced (then the values are computed as
+    start * (1 - t) + stop * t, t = i / (num - 1), and integer dtypes floor)."""
+    num = operator.index(num)
+    if num < 0:
+        raise ValueError(f"Number of samples, {num}, must be non-negative.")
+    if _is_tracer(start) or _is_tracer(stop):
+        return _linspace_traced(start, stop, num, endpoint, retstep, dtype, axis)
     start_np = np.asarray(start)
     stop_np = np.asarray(stop)
     dt = _dt.canonicalize(dtype) if dtype is not None else \
         _dt.to_inexact(_dt.result_type(_arr(start), _arr(stop)))
     vals, step = np.linspace(start_np.astype(np.float64) if not np.iscomplexobj(start_np)
-                             else start_np, stop_np, operator.index(num), endpoint=endpoint,
+                             else start_np, stop_np, num, endpoint=endpoint,
                              retstep=True, axis=axis)
     out = _core.asarray(vals.astype(dt), dtype=dt)
     return (out, step) if retstep else out
+
+
+def _linspace_traced(start, stop, num, endpoint, retstep, dtype, axis):
+    start, stop = _arr(start), _arr(stop)
+    dt = _dt.canonicalize(dtype) if dtype is not None else \
+        _dt.to_inexact(_dt.result_type(start, stop))
+    cdt = dt if _dt.is_inexact(dt) else _dt.default_float()
+    bshape = broadcast_shapes(_shape(start), _shape(stop))
+    ax = _canon_axis(axis, len(bshape) + 1)
+    rshape = bshape[:ax] + (1,) + bshape[ax:]
+    s = reshape(_broadcast_to(_convert(start, cdt), bshape), rshape)
+    e = reshape(_broadcast_to(_convert(stop, cdt), bshape), rshape)
+    div = num - 1 if endpoint else num
+    rdt = _dt.real_dtype(cdt)
+    tshape = [1] * len(rshape)
+    tshape[ax] = num
+    t = lax.reshape(lax.iota(rdt, num), tuple(tshape))
+    if div > 0:
+        t = true_divide(t, _convert(float(div), rdt))
+    t = _convert(t, cdt)
+    out = add(multiply(s, subtract(_convert(1, cdt), t)), multiply(e, t))
+    if not _dt.is_inexact(dt):
+        out = floor(out)
+    out = _convert(out, dt)
+    if not retstep:
+        return out
+    delta = subtract(_convert(stop, cdt), _convert(start, cdt))
+    step = true_divide(delta, _convert(float(div), rdt)) if div > 0 else \
+        multiply(delta, _convert(np.nan, rdt))
+    return out, step
 
 
 @_export
@@ -964,49 +1000,105 @@ def _reduce(prim, a, axis, dtype, keepdims, promote_ints, name, identity=True):
     return _keepdims(out, s, axes) if keepdims and axes else out
 
 
-def _no_where(where, initial=None, out=None):
-    if where is not None or initial is not None or out is not None:
-        raise NotImplementedError("where=, initial= and out= are not supported")
+def _no_out(out, who):
+    if out is not None:
+        raise NotImplementedError(f"{who}: the 'out' argument is not supported (olympus "
+                                  "arrays are immutable)")
+
+
+def _where_mask(where, shape, who):
+    """where (a bool array-like) broadcast to shape, or None."""
+    if where is None:
+        return None
+    w = _arr(where)
+    if not _dt.is_bool(_dtype(w)):
+        raise TypeError(f"{who}: where must be a bool array, got dtype {_dtype(w)}")
+    try:
+        return _broadcast_to(w, shape)
+    except ValueError:
+        raise ValueError(f"{who}: where of shape {_shape(w)} does not broadcast to the "
+                         f"operand's shape {shape}") from None
+
+
+def _masked(a, mask, fill):
+    """a where mask else fill (a scalar, in a's dtype)."""
+    if mask is None:
+        return a
+    return lax.select_n(mask, _broadcast_to(_convert(fill, _dtype(a)), _shape(a)), a)
+
+
+def _with_initial(out, initial, combine):
+    """out combined with the scalar initial (cast to out's dtype, as NumPy does)."""
+    if initial is None:
+        return out
+    init = _arr(initial)
+    if _ndim(init):
+        raise ValueError(f"initial must be a scalar, got shape {_shape(init)}")
+    return combine(out, _convert(init, _dtype(out)))
+
+
+def _sum_like(prim, fill, combine, a, axis, dtype, out, keepdims, initial, where, who):
+    _no_out(out, who)
+    a = _arr(a)
+    if _dt.is_bool(_dtype(a)) and dtype is None:
+        a = _convert(a, _dt.default_int())
+    a = _masked(a, _where_mask(where, _shape(a), who), fill)
+    r = _reduce(prim, a, axis, dtype, keepdims, True, who)
+    return _with_initial(r, initial, combine)
 
 
 @_export
 def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
-    """Sum over axis (None: all); bools and small ints sum in the default int."""
-    _no_where(where, initial, out)
-    a = _arr(a)
-    if _dt.is_bool(_dtype(a)) and dtype is None:
-        a = _convert(a, _dt.default_int())
-    return _reduce("reduce_sum", a, axis, dtype, keepdims, True, "sum")
+    """Sum over axis (None: all); bools and small ints sum in the default int.
+    where= leaves elements out, initial= is added."""
+    return _sum_like("reduce_sum", 0, add, a, axis, dtype, out, keepdims, initial, where, "sum")
 
 
 @_export
 def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
-    """Product over axis (None: all); bools and small ints multiply in the default int."""
-    _no_where(where, initial, out)
+    """Product over axis (None: all); bools and small ints multiply in the default int.
+    where= leaves elements out, initial= multiplies in."""
+    return _sum_like("reduce_prod", 1, multiply, a, axis, dtype, out, keepdims, initial,
+                     where, "prod")
+
+
+def _extremum(prim, name, bool_prim, combine, a, axis, out, keepdims, initial, where):
+    _no_out(out, name)
     a = _arr(a)
-    if _dt.is_bool(_dtype(a)) and dtype is None:
-        a = _convert(a, _dt.default_int())
-    return _reduce("reduce_prod", a, axis, dtype, keepdims, True, "prod")
+    s = _shape(a)
+    axes = _canon_axes(axis, len(s))
+    mask = _where_mask(where, s, name)
+    if mask is not None and initial is None:
+        raise ValueError(f"reduction operation '{name}' does not have an identity, so to use "
+                         "a where mask one has to specify 'initial'")
+    if initial is not None:
+        init = _convert(_arr(initial), _dtype(a))
+        if _ndim(init):
+            raise ValueError(f"initial must be a scalar, got shape {_shape(init)}")
+        if builtins.any(s[i] == 0 for i in axes):  # nothing to reduce: initial itself
+            shape = tuple(1 if i in axes else d for i, d in enumerate(s)) if keepdims else \
+                tuple(d for i, d in enumerate(s) if i not in axes)
+            return _broadcast_to(init, shape)
+        if mask is not None:
+            a = lax.select_n(mask, _broadcast_to(init, s), a)
+    if _dt.is_bool(_dtype(a)):
+        prim = bool_prim
+    r = _reduce(prim, a, axes, None, keepdims, False, name, identity=False)
+    return r if initial is None else combine(r, init)
 
 
 @_export
 def max(a, axis=None, out=None, keepdims=False, initial=None, where=None):
-    """Maximum over axis (None: all)."""
-    _no_where(where, initial, out)
-    a = _arr(a)
-    if _dt.is_bool(_dtype(a)):
-        return any(a, axis, keepdims=keepdims)
-    return _reduce("reduce_max", a, axis, None, keepdims, False, "maximum", identity=False)
+    """Maximum over axis (None: all); with where=, initial= is required."""
+    return _extremum("reduce_max", "maximum", "reduce_or", maximum, a, axis, out, keepdims,
+                     initial, where)
 
 
 @_export
 def min(a, axis=None, out=None, keepdims=False, initial=None, where=None):
-    """Minimum over axis (None: all)."""
-    _no_where(where, initial, out)
-    a = _arr(a)
-    if _dt.is_bool(_dtype(a)):
-        return all(a, axis, keepdims=keepdims)
-    return _reduce("reduce_min", a, axis, None, keepdims, False, "minimum", identity=False)
+    """Minimum over axis (None: all); with where=, initial= is required."""
+    return _extremum("reduce_min", "minimum", "reduce_and", minimum, a, axis, out, keepdims,
+                     initial, where)
 
 
 amax = max
@@ -1016,20 +1108,34 @@ __all__ += ["amax", "amin"]
 
 @_export
 def any(a, axis=None, out=None, keepdims=False, *, where=None):
-    _no_where(where, None, out)
-    return _reduce("reduce_or", _to_bool(a), axis, None, keepdims, False, "any")
+    """Whether any element along axis is true (elements outside where= are not)."""
+    _no_out(out, "any")
+    a = _to_bool(a)
+    a = _masked(a, _where_mask(where, _shape(a), "any"), False)
+    return _reduce("reduce_or", a, axis, None, keepdims, False, "any")
 
 
 @_export
 def all(a, axis=None, out=None, keepdims=False, *, where=None):
-    _no_where(where, None, out)
-    return _reduce("reduce_and", _to_bool(a), axis, None, keepdims, False, "all")
+    """Whether every element along axis is true (elements outside where= are)."""
+    _no_out(out, "all")
+    a = _to_bool(a)
+    a = _masked(a, _where_mask(where, _shape(a), "all"), True)
+    return _reduce("reduce_and", a, axis, None, keepdims, False, "all")
+
+
+def _count(s, axes, mask, keepdims, dt):
+    """The number of elements reduced (a Python int, or an array under where=)."""
+    if mask is None:
+        return _size([s[i] for i in axes])
+    return sum(mask, axis=axes, dtype=dt, keepdims=keepdims)
 
 
 @_export
 def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
-    """Arithmetic mean over axis; ints and bools average in the default float."""
-    _no_where(where, None, out)
+    """Arithmetic mean over axis; ints and bools average in the default float.
+    where= leaves elements out (an empty selection gives nan)."""
+    _no_out(out, "mean")
     a = _arr(a)
     s = _shape(a)
     axes = _canon_axes(axis, len(s))
@@ -1037,34 +1143,58 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
         dt = _dt.to_inexact(_dtype(a))
     else:
         dt = _dt.canonicalize(dtype)
-    total = sum(_convert(a, dt), axis=axes, dtype=dt, keepdims=keepdims)
-    n = _size([s[i] for i in axes])
+    mask = _where_mask(where, s, "mean")
+    total = sum(_convert(a, dt), axis=axes, dtype=dt, keepdims=keepdims, where=mask)
+    n = _count(s, axes, mask, keepdims, _dt.real_dtype(dt) if _dt.is_inexact(dt) else dt)
+    if mask is not None:
+        return true_divide(total, n)
     return _core.bind("div", (total, _convert(float(n) if n else np.nan, dt)), None) \
         if n else _core.bind("mul", (total, _convert(np.nan, dt)), None)
 
 
+def _ddof(ddof, correction, who):
+    if correction is not None:
+        if ddof != 0:
+            raise ValueError(f"{who}: ddof and correction can't both be specified")
+        return correction
+    return ddof
+
+
 @_export
-def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None):
-    """Variance over axis (ddof: delta degrees of freedom)."""
-    _no_where(where, None, out)
+def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
+        correction=None):
+    """Variance over axis (ddof, or the array API's correction: delta degrees of
+    freedom); where= leaves elements out."""
+    _no_out(out, "var")
+    ddof = _ddof(ddof, correction, "var")
     a = _arr(a)
     s = _shape(a)
     axes = _canon_axes(axis, len(s))
     dt = _dt.to_inexact(_dtype(a)) if dtype is None else _dt.canonicalize(dtype)
     a = _convert(a, dt)
-    centered = subtract(a, mean(a, axes, keepdims=True))
+    mask = _where_mask(where, s, "var")
+    centered = subtract(a, mean(a, axes, keepdims=True, where=mask))
+    # left-out elements (nans in nanvar) must not reach the square: 0 * nan
+    # in its derivative would poison the gradient
+    centered = _masked(centered, mask, 0)
     if np.issubdtype(dt, np.complexfloating):
         sq = real(multiply(centered, conjugate(centered)))
     else:
         sq = multiply(centered, centered)
-    n = _size([s[i] for i in axes]) - ddof
-    total = sum(sq, axes, keepdims=keepdims)
-    return true_divide(total, _convert(float(n), _dt.real_dtype(dt)))
+    total = sum(sq, axes, keepdims=keepdims, where=mask)
+    rdt = _dt.real_dtype(dt)
+    if mask is None:
+        n = builtins.max(_size([s[i] for i in axes]) - ddof, 0)
+        return true_divide(total, _convert(float(n), rdt))
+    n = maximum(subtract(_count(s, axes, mask, keepdims, rdt), _convert(ddof, rdt)), 0)
+    return true_divide(total, n)
 
 
 @_export
-def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None):
-    return sqrt(var(a, axis, dtype, out, ddof, keepdims, where=where))
+def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
+        correction=None):
+    """Standard deviation over axis: the square root of var (same arguments)."""
+    return sqrt(var(a, axis, dtype, out, ddof, keepdims, where=where, correction=correction))
 
 
 def _arg_reduce(prim, name, a, axis, keepdims):

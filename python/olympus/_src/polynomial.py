@@ -21,7 +21,7 @@ from olympus._src import dtypes as _dt
 from olympus._src import jnp as _jnp
 
 __all__ = ["convolve", "correlate", "polyval", "polyadd", "polysub", "polymul",
-           "polyder", "polyint", "poly", "polydiv", "trim_zeros"]
+           "polyder", "polyint", "poly", "polydiv"]
 
 _MODES = ("full", "same", "valid")
 
@@ -234,26 +234,6 @@ def poly(seq_of_zeros):
     for i in range(z.shape[0]):
         a = convolve(a, lax.concatenate([one, lax.reshape(-z[i], (1,))], 0))
     return a
-
-
-def trim_zeros(filt, trim="fb"):
-    """filt without its leading ('f') and/or trailing ('b') zeros. Eager only:
-    the result's length depends on the values."""
-    if _core.is_tracer(filt):
-        raise _core.ConcretizationTypeError(
-            "Abstract tracer value encountered where concrete value is expected: "
-            "trim_zeros's result length depends on the values of filt, so filt must be "
-            "concrete (call it outside jit)")
-    f = _jnp._arr(filt)
-    if f.ndim != 1:
-        raise ValueError(f"trim_zeros: filt must be 1-D, got shape {tuple(f.shape)}")
-    nz = np.flatnonzero(np.asarray(f))
-    trim = trim.lower()
-    if nz.size == 0:
-        return f[:0]
-    start = int(nz[0]) if "f" in trim else 0
-    stop = int(nz[-1]) + 1 if "b" in trim else f.shape[0]
-    return f[start:stop]
 
 
 def polydiv(u, v, *, trim_leading_zeros=False):

@@ -8,6 +8,7 @@ import numpy as _np
 
 from olympus import _core
 from olympus._src.jnp import *  # noqa: F401,F403 (the functions; see its __all__)
+from olympus._src.jnp_more import *  # noqa: F401,F403 (the rest; wins over jnp's names)
 from olympus._src.einsum import einsum, einsum_path  # noqa: F401
 from olympus._src.polynomial import *  # noqa: F401,F403 (convolve, correlate, poly*)
 from olympus._src import dtypes as _dtypes
@@ -26,6 +27,14 @@ if _dtypes.bfloat16 is not None:
 int_ = _np.int64
 float_ = _np.float64
 complex_ = _np.complex128
+bool = _np.bool_  # the array API's name  # noqa: A001
+single, double = _np.float32, _np.float64
+csingle, cdouble = _np.complex64, _np.complex128
+uint = _np.uint64
+object_ = _np.object_
+character = _np.character
+flexible = _np.flexible
+ComplexWarning = getattr(_np, "exceptions", _np).ComplexWarning
 dtype = _np.dtype
 generic = _np.generic
 number = _np.number
@@ -46,6 +55,51 @@ inf = _np.inf
 nan = _np.nan
 euler_gamma = _np.euler_gamma
 newaxis = None
+
+# NumPy's own helpers, as JAX re-exports them
+iterable = _np.iterable
+array_repr = _np.array_repr
+array_str = _np.array_str
+get_printoptions = _np.get_printoptions
+set_printoptions = _np.set_printoptions
+printoptions = _np.printoptions
+save = _np.save
+savez = _np.savez
+
+__array_api_version__ = "2023.12"
+
+
+class _ArrayNamespaceInfo:
+    """The array API's inspection namespace (`__array_namespace_info__()`)."""
+
+    def capabilities(self):
+        return {"boolean indexing": False, "data-dependent shapes": False}
+
+    def default_device(self):
+        from olympus import devices
+        return devices()[0]
+
+    def devices(self):
+        from olympus import devices
+        return devices()
+
+    def default_dtypes(self, *, device=None):
+        return {"real floating": _dtypes.default_float(), "complex floating":
+                _dtypes.default_complex(), "integral": _dtypes.default_int(),
+                "indexing": _dtypes.default_int()}
+
+    def dtypes(self, *, device=None, kind=None):
+        names = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                 "uint64", "float32", "float64", "complex64", "complex128"]
+        out = {n: _dtypes.canonicalize(n) for n in names}
+        out = {n: d for n, d in out.items() if d == _np.dtype(n)}
+        if kind is None:
+            return out
+        return {n: d for n, d in out.items() if isdtype(d, kind)}
+
+
+def __array_namespace_info__():
+    return _ArrayNamespaceInfo()
 
 
 def result_type(*args):
