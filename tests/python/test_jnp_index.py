@@ -240,3 +240,22 @@ def test_delete_insert_fill_diagonal():
         np.fill_diagonal(want, [1, 2], wrap=wrap)
         eq(jnp.fill_diagonal(jnp.zeros(shape), jnp.asarray([1.0, 2.0]), wrap=wrap,
                              inplace=False), want)
+
+
+def test_ufunc_at_and_reduceat():
+    add = jnp.frompyfunc(lambda x, y: x + y, 2, 1, identity=0)
+    a = np.arange(5.0)
+    want = a.copy()
+    np.add.at(want, [0, 0, 3], [1.0, 2.0, 3.0])          # unbuffered: index 0 twice
+    eq(add.at(jnp.asarray(a), np.array([0, 0, 3]), jnp.asarray([1.0, 2.0, 3.0]), inplace=False),
+       want)
+    eq(olympus.jit(lambda x, i: add.at(x, i, 1.0, inplace=False))(jnp.asarray(a),
+                                                                  jnp.asarray([2, 2])),
+       [0, 1, 4, 3, 4])
+    neg = jnp.frompyfunc(lambda x: -x, 1, 1)
+    eq(neg.at(jnp.asarray(a), np.array([1, 1, 2]), inplace=False), [0, 1, -2, 3, 4])
+    with pytest.raises(NotImplementedError, match="inplace=False"):
+        add.at(jnp.asarray(a), np.array([0]), 1.0)
+    m = np.arange(12.0).reshape(3, 4)
+    eq(add.reduceat(jnp.arange(8.0), [0, 4, 1, 5]), np.add.reduceat(np.arange(8.0), [0, 4, 1, 5]))
+    eq(add.reduceat(jnp.asarray(m), [0, 2], axis=1), np.add.reduceat(m, [0, 2], axis=1))

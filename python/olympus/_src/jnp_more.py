@@ -2511,8 +2511,7 @@ def vectorize(pyfunc, *, excluded=frozenset(), signature=None):
 class ufunc:
     """A universal function made from a scalar Python function (JAX's
     jnp.ufunc): calls broadcast through vectorize; outer, reduce and
-    accumulate work for binary ufuncs. at and reduceat need scatter/gather and
-    are not supported yet."""
+    accumulate and reduceat work for binary ufuncs; at for any."""
 
     def __init__(self, func, /, nin, nout, *, name=None, nargs=None, identity=None):
         self._func = func
@@ -2632,12 +2631,57 @@ class ufunc:
         return moveaxis(concatenate([expand_dims(first, 0), rest], 0), 0, ax)
 
     def at(self, a, indices, b=None, /, *, inplace=True):
-        raise NotImplementedError(f"{self.__name__}.at needs scatter, which olympus does not "
-                                  "have yet")
+        """a with func applied at a[indices] (with b), unbuffered as NumPy's
+        ufunc.at: a repeated index applies again. JAX's form: inplace=False."""
+        if inplace:
+            raise NotImplementedError(f"{self.__name__}.at: olympus arrays are immutable; pass "
+                                      "inplace=False to get the updated array")
+        if (b is None) != (self.nin == 1):
+            raise ValueError(f"{self.__name__}.at: expected {'no' if self.nin == 1 else 'an'} "
+                             "operand b for a ufunc of " + str(self.nin) + " input(s)")
+        a = _arr(a)
+        shape = _shape(a)
+        where_ = reshape(lax.iota(np.int32, _size(shape)), shape)[indices]  # flat positions
+        pos = ravel(where_)
+        flat = ravel(a)
+        if b is not None:
+            bv = ravel(_broadcast_to(_arr(b), _shape(where_)))
+
+        def step(f, x):
+            i = x[0]
+            old = f[i]
+            new = self._func(old) if b is None else self._func(old, x[1])
+            return f.at[i].set(_convert(new, _dtype(a))), None
+
+        flat = lax.scan(step, flat, (pos,) if b is None else (pos, bv))[0]
+        return reshape(flat, shape)
 
     def reduceat(self, a, indices, axis=0, dtype=None, out=None):
-        raise NotImplementedError(f"{self.__name__}.reduceat needs gather, which olympus does "
-                                  "not have yet")
+        """NumPy's reduceat: the reduce of a[indices[i]:indices[i+1]] along
+        axis (a[indices[i]] where the next index is not larger). indices
+        must be concrete (they decide the slices)."""
+        self._binary("reduceat")
+        if out is not None:
+            raise NotImplementedError(f"out argument of {self.__name__}.reduceat()")
+        if _is_tracer(indices):
+            raise _core.ConcretizationTypeError(
+                f"{self.__name__}.reduceat: indices must be concrete (they decide the slices)")
+        a = _arr(a)
+        ax = _canon_axis(axis, _ndim(a))
+        n = _shape(a)[ax]
+        idx = np.asarray(indices).ravel()
+        if idx.size and (idx.min() < 0 or idx.max() >= n):
+            raise IndexError(f"{self.__name__}.reduceat: indices must be in [0, {n})")
+        parts = []
+        for k, i in enumerate(idx.tolist()):
+            j = int(idx[k + 1]) if k + 1 < idx.size else n
+            piece = _slice_axis(a, i, j if j > i else i + 1, ax)
+            parts.append(expand_dims(self.reduce(piece, axis=ax, dtype=dtype), ax))
+        if not parts:
+            s = list(_shape(a))
+            s[ax] = 0
+            return zeros(tuple(s), dtype or _dtype(a))
+        return concatenate(parts, ax)
 
 
 __all__.append("ufunc")
