@@ -158,10 +158,18 @@ void ext_source_copy(ext_source *dst, const ext_source *src);
  * the value and drops its node): *out borrowed. 1, 0 when s has none, -1 with
  * an exception (a failing operation). */
 int ext_source_value(ext_source *s, oly_array **out);
-/* A lazy node running prog (taken) on in (n_in sources, copied); outs[0..n_out)
- * (cleared first) are set to its first n_out outputs. 0, or -1 with an
- * exception (prog released). */
-int ext_lazy_new(oly_program *prog, const ext_source *in, int n_in, ext_source *outs, int n_out);
+/* A lazy node running prog (borrowed; retained) on in (n_in sources, copied);
+ * outs[0..n_out) (cleared first) are set to its first n_out outputs. 0, or -1
+ * with an exception. */
+int ext_lazy_of_program(oly_program *prog, const ext_source *in, int n_in, ext_source *outs,
+                        int n_out);
+/* A lazy node applying p (params, nested programs subs) to in (n_in sources of
+ * avals, copied), whose n_out outputs are set into outs[0..n_out) (cleared
+ * first). Plain-data params are copied and run through the eager cache;
+ * others become a one-equation program. 0, or -1 with an exception. */
+int ext_lazy_of_eqn(const oly_prim *p, const void *params, oly_program *const *subs, int n_sub,
+                    const oly_aval *avals, const ext_source *in, int n_in, ext_source *outs,
+                    int n_out);
 
 /* ---------------------------------------------------------------- params.c */
 /* Parse a params dict into the prim's params struct (caller supplies

@@ -697,13 +697,7 @@ static int stage_lazy(const oly_prim *p, const void *params, PyObject *const *ar
             av[i] = *oly_array_aval(in[i].value);
         }
     }
-    oly_program *prog = NULL;
-    oly_status s = oly_program_of_eqn(p, params, av, (int)n, subs, n_sub, &prog);
-    if (s != OLY_OK) {
-        ext_raise(s);
-        goto done;
-    }
-    if (ext_lazy_new(prog, in, (int)n, out, n_res) < 0) goto done;
+    if (ext_lazy_of_eqn(p, params, subs, n_sub, av, in, (int)n, out, n_res) < 0) goto done;
     for (int j = 0; j < n_res; j++) {
         TR(PyTuple_GET_ITEM(res, j))->src = out[j]; /* moved */
         memset(&out[j], 0, sizeof out[j]);
@@ -839,7 +833,7 @@ static int inline_lazy(oly_program *prog, PyObject *const *args, Py_ssize_t n, P
             if (ext_to_array(args[i], (int)want->dtype, &in[i].value) < 0) goto done;
         }
     }
-    if (ext_lazy_new(oly_program_retain(prog), in, (int)n, out, n_out) < 0) goto done;
+    if (ext_lazy_of_program(prog, in, (int)n, out, n_out) < 0) goto done;
     for (int j = 0; j < n_out; j++) {
         PyObject *o = PyTuple_GET_ITEM(res, j);
         if (!ext_is_tracer(o)) continue;
