@@ -298,3 +298,18 @@ def test_long_python_loops_under_grad():
         return x if x > 0 else -x
     want = 1.0001 ** 20000
     np.testing.assert_allclose(float(grad(f)(1.)), want, rtol=1e-3)
+
+
+def test_asking_for_a_value_while_it_is_computed_fails_cleanly():
+    kept = []
+    sds = olympus.ShapeDtypeStruct((), jnp.float32)
+
+    def host():   # asks for the value of the very callback being run
+        return np.float32(1. if kept and bool(kept[0] > 0) else 2.)
+
+    def f(x):
+        c = olympus.pure_callback(host, sds)
+        kept.append(c)
+        return x * c if c > 0 else x
+    with pytest.raises(olympus.CallbackError, match="asked for while it was being computed"):
+        grad(f)(1.)
