@@ -593,6 +593,11 @@ OLY_API int oly_program_num_eqns(const oly_program *p);
 OLY_API const oly_aval *oly_program_input_aval(const oly_program *p, int i);
 OLY_API const oly_aval *oly_program_output_aval(const oly_program *p, int i);
 OLY_API uint32_t oly_program_effects(const oly_program *p);
+/* The effects (OLY_EFFECT_* bits) an equation of p with these params and
+ * nested programs subs (n_sub of them; may be NULL when 0) has: the row's
+ * own and its bodies'. 0 for a NULL p. */
+OLY_API uint32_t oly_prim_effects(const oly_prim *p, const void *params,
+                                  oly_program *const *subs, int n_sub);
 /* Checks types, scoping (every use defined before), arities and effects. */
 OLY_API oly_status oly_program_verify(const oly_program *p);
 /* The text form, e.g. "{ lambda ; a:f32[5]. let b:f32[5] = sin a in (b,) }".

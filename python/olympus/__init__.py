@@ -55,12 +55,14 @@ from . import sharding  # noqa: E402
 from . import numpy  # noqa: E402
 from . import lax  # noqa: E402
 from ._src import array_methods as _array_methods  # noqa: E402
+from ._src import ad as _ad  # noqa: E402
 from ._src.callback import pure_callback, effects_barrier  # noqa: E402
 from . import debug  # noqa: E402
 from . import experimental  # noqa: E402
 from . import ffi  # noqa: E402
 
 _array_methods.install()
+_ad.install_tracer_item()
 jacobian = jacrev  # JAX's name for reverse-mode jacobians
 
 

@@ -5,49 +5,74 @@
 
 static void aval_str(char *buf, size_t n, const oly_aval *a) { oly_aval_format(buf, n, a); }
 
+/* Where a variable is defined or used: "equation 3 (sin) input 0" when name is
+ * set, else "<what> <i>". Spelled out only for an error message: formatting
+ * every site up front cost more than the checks themselves. */
+typedef struct site {
+    const char *what; /* "constant", "input", "program output"; or the role in equation k */
+    const char *name; /* equation k's primitive, or NULL */
+    int k, i;
+} site;
+
+static const char *site_str(char *buf, size_t n, const site *at)
+{
+    if (at->name)
+        snprintf(buf, n, "equation %d (%s) %s %d", at->k, at->name, at->what, at->i);
+    else
+        snprintf(buf, n, "%s %d", at->what, at->i);
+    return buf;
+}
+
 /* Marks v defined; fails if it is out of range or defined already. */
 static oly_status define(const oly_program *p, unsigned char *defined, const oly_var *v,
-                         const char *where)
+                         const site *at)
 {
-    if (!v) return oly__error(OLY_ERR_INTERNAL, "verify: %s is a NULL variable", where);
+    char where[160];
+    if (!v)
+        return oly__error(OLY_ERR_INTERNAL, "verify: %s is a NULL variable",
+                          site_str(where, sizeof where, at));
     if (v->id >= p->n_vars)
-        return oly__error(OLY_ERR_INTERNAL, "verify: %s has id %u outside [0, %u)", where,
-                          (unsigned)v->id, (unsigned)p->n_vars);
+        return oly__error(OLY_ERR_INTERNAL, "verify: %s has id %u outside [0, %u)",
+                          site_str(where, sizeof where, at), (unsigned)v->id,
+                          (unsigned)p->n_vars);
     if (defined[v->id])
-        return oly__error(OLY_ERR_INTERNAL, "verify: %s (variable %u) is defined twice", where,
-                          (unsigned)v->id);
+        return oly__error(OLY_ERR_INTERNAL, "verify: %s (variable %u) is defined twice",
+                          site_str(where, sizeof where, at), (unsigned)v->id);
     defined[v->id] = 1;
     return OLY_OK;
 }
 
 static oly_status use(const oly_program *p, const unsigned char *defined, const oly_atom *a,
-                      const char *where)
+                      const site *at)
 {
+    char where[160];
     if (a->kind == OLY_ATOM_LIT) {
         if ((unsigned)a->lit.dtype >= OLY_DTYPE_COUNT)
             return oly__error(OLY_ERR_INTERNAL, "verify: %s is a literal of invalid dtype %d",
-                              where, (int)a->lit.dtype);
+                              site_str(where, sizeof where, at), (int)a->lit.dtype);
         return OLY_OK;
     }
     if (a->kind != OLY_ATOM_VAR)
-        return oly__error(OLY_ERR_INTERNAL, "verify: %s has invalid atom kind %d", where,
-                          (int)a->kind);
-    if (!a->var) return oly__error(OLY_ERR_INTERNAL, "verify: %s is a NULL variable", where);
+        return oly__error(OLY_ERR_INTERNAL, "verify: %s has invalid atom kind %d",
+                          site_str(where, sizeof where, at), (int)a->kind);
+    if (!a->var)
+        return oly__error(OLY_ERR_INTERNAL, "verify: %s is a NULL variable",
+                          site_str(where, sizeof where, at));
     if (a->var->id >= p->n_vars)
-        return oly__error(OLY_ERR_INTERNAL, "verify: %s has id %u outside [0, %u)", where,
-                          (unsigned)a->var->id, (unsigned)p->n_vars);
+        return oly__error(OLY_ERR_INTERNAL, "verify: %s has id %u outside [0, %u)",
+                          site_str(where, sizeof where, at), (unsigned)a->var->id,
+                          (unsigned)p->n_vars);
     if (!defined[a->var->id])
         return oly__error(OLY_ERR_INTERNAL,
                           "verify: %s uses variable %u before its definition (or it is not "
                           "defined in this program)",
-                          where, (unsigned)a->var->id);
+                          site_str(where, sizeof where, at), (unsigned)a->var->id);
     return OLY_OK;
 }
 
 static oly_status check_eqn(const oly_program *p, int k, const unsigned char *defined)
 {
     const oly_eqn *e = &p->eqn[k];
-    char where[160];
     const char *name = e->prim ? e->prim->name : "(null)";
     if (!e->prim) return oly__error(OLY_ERR_INTERNAL, "verify: equation %d has no primitive", k);
     if (e->n_in < 0 || e->n_out < 0 || e->n_sub < 0)
@@ -60,8 +85,8 @@ static oly_status check_eqn(const oly_program *p, int k, const unsigned char *de
         return oly__error(OLY_ERR_INTERNAL, "verify: equation %d (%s) %s params", k, name,
                           e->params ? "has unexpected" : "lacks its");
     for (int i = 0; i < e->n_in; i++) {
-        snprintf(where, sizeof where, "equation %d (%s) input %d", k, name, i);
-        OLY_TRY(use(p, defined, &e->in[i], where));
+        site at = {.what = "input", .name = name, .k = k, .i = i};
+        OLY_TRY(use(p, defined, &e->in[i], &at));
     }
     for (int i = 0; i < e->n_sub; i++) {
         if (!e->sub[i])
@@ -129,10 +154,9 @@ oly_status oly_program_verify(const oly_program *p)
     unsigned char *defined = oly__calloc((size_t)p->n_vars + 1, 1);
     if (!defined) return OLY_ERR_NOMEM;
     oly_status s = OLY_OK;
-    char where[160];
     for (int i = 0; i < p->n_const && s == OLY_OK; i++) {
-        snprintf(where, sizeof where, "constant %d", i);
-        s = define(p, defined, p->constvar[i], where);
+        site at = {.what = "constant", .i = i};
+        s = define(p, defined, p->constvar[i], &at);
         if (s == OLY_OK && !p->constval[i])
             s = oly__error(OLY_ERR_INTERNAL, "verify: constant %d has no value", i);
         if (s == OLY_OK && !oly_aval_equal(oly_array_aval(p->constval[i]), &p->constvar[i]->aval))
@@ -140,22 +164,22 @@ oly_status oly_program_verify(const oly_program *p)
                            "verify: constant %d's value does not match its aval", i);
     }
     for (int i = 0; i < p->n_in && s == OLY_OK; i++) {
-        snprintf(where, sizeof where, "input %d", i);
-        s = define(p, defined, p->in[i], where);
+        site at = {.what = "input", .i = i};
+        s = define(p, defined, p->in[i], &at);
     }
     uint32_t eff = 0;
     for (int k = 0; k < p->n_eqn && s == OLY_OK; k++) {
         s = check_eqn(p, k, defined);
         const oly_eqn *e = &p->eqn[k];
         for (int i = 0; i < e->n_out && s == OLY_OK; i++) {
-            snprintf(where, sizeof where, "equation %d (%s) output %d", k, e->prim->name, i);
-            s = define(p, defined, e->out[i], where);
+            site at = {.what = "output", .name = e->prim->name, .k = k, .i = i};
+            s = define(p, defined, e->out[i], &at);
         }
         eff |= e->effects;
     }
     for (int i = 0; i < p->n_out && s == OLY_OK; i++) {
-        snprintf(where, sizeof where, "program output %d", i);
-        s = use(p, defined, &p->out[i], where);
+        site at = {.what = "program output", .i = i};
+        s = use(p, defined, &p->out[i], &at);
         if (s == OLY_OK && p->out_aval) {
             oly_aval a = oly__atom_aval(&p->out[i]);
             if (!oly_aval_equal(&a, &p->out_aval[i]))

@@ -418,6 +418,12 @@ const oly_aval *oly_program_output_aval(const oly_program *p, int i)
 
 uint32_t oly_program_effects(const oly_program *p) { return p ? p->effects : 0; }
 
+uint32_t oly_prim_effects(const oly_prim *p, const void *params, oly_program *const *subs,
+                          int n_sub)
+{
+    return oly__eqn_effects(p, params, subs, subs ? n_sub : 0);
+}
+
 oly_status oly_program_of_eqn(const oly_prim *p, const void *params, const oly_aval *in_avals,
                               int n_in, oly_program *const *subs, int n_sub, oly_program **out)
 {

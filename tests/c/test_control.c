@@ -420,6 +420,14 @@ TEST(control_effects_keep_loops_alive)
     oly_program *c = one(&oly__prim_cond, &pc, a, 3, br, 2);
     if (c) CHECK_EQ(oly_program_effects(c), OLY_EFFECT_IO);
     oly_program_release(c);
+    /* an equation's effects before it is built: its row's and its bodies' */
+    CHECK_EQ(oly_prim_effects(&oly__prim_cond, &pc, br, 2), OLY_EFFECT_IO);
+    CHECK_EQ(oly_prim_effects(&oly__prim_cond, &pc, br, 1), 0);
+    oly_params_callback ordered = {.callback = h, .result_avals = a, .n_results = 1,
+                                   .ordered = true};
+    CHECK_EQ(oly_prim_effects(&oly__prim_io_callback, &ordered, NULL, 0),
+             OLY_EFFECT_ORDERED_IO);
+    CHECK_EQ(oly_prim_effects(&oly__prim_add, NULL, NULL, 0), 0);
     oly_program_release(body);
     oly_program_release(pure);
     oly_host_fn_release(h);

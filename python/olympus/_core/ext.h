@@ -6,6 +6,7 @@
  *   module.c     module init, module state, the one error mapping, x64, misc functions
  *   array.c      Array type, NumPy interop, asarray, dtype conversions
  *   tracer.c     the trace stack, the Tracer type, bind, inlining programs
+ *   concrete.c   the values of concrete traces' Tracers (lazy operations)
  *   operators.c  NumPy promotion and broadcasting, the operators of Array and Tracer
  *   params.c     params structs from Python dicts (by field table)
  *   program.c    the Jaxpr type (any program) and ShapedArray (avals to and from Python)
@@ -94,12 +95,27 @@ int ext_aval_of(PyObject *o, oly_aval *out);
 
 /* A trace: one builder on the thread-local stack. */
 typedef struct ext_trace ext_trace;
-/* Open a trace on this thread (innermost). */
-ext_trace *ext_trace_push(void);
+/* What a trace knows of values (docs/design.md, "Concrete autodiff"). */
+typedef enum ext_trace_kind {
+    EXT_TRACE_STAGED,      /* jit, make_jaxpr, control-flow bodies, custom rules: the
+                            * program runs later, so nothing traced inside has a value */
+    EXT_TRACE_TRANSPARENT, /* vmap: stages, but does not stop a concrete trace above it */
+    EXT_TRACE_CONCRETE,    /* autodiff outside jit: stages, and its Tracers have values
+                            * (computed when asked for: concrete.c) */
+    EXT_TRACE_KIND_COUNT
+} ext_trace_kind;
+/* Open a trace of kind on this thread (innermost). */
+ext_trace *ext_trace_push(ext_trace_kind kind);
+/* True when no staged trace is open on this thread, so a trace opened now may
+ * be concrete. */
+bool ext_concrete_ok(void);
 /* Close the innermost trace (which must be t) without building anything. */
 void ext_trace_discard(ext_trace *t);
-/* New Tracer for an input of aval to trace t. */
-PyObject *ext_trace_new_input(ext_trace *t, const oly_aval *aval);
+/* New Tracer for an input of aval to trace t. value (borrowed; NULL or None:
+ * none) is what the input stands for when t is concrete: an Array of aval, or
+ * a Tracer of aval whose source it shares (ignored when t is not concrete).
+ * NULL with an exception on failure. */
+PyObject *ext_trace_new_input(ext_trace *t, const oly_aval *aval, PyObject *value);
 /* Close t: outputs are Tracers/arrays/scalars (converted as by bind); builds the
  * program. *captured receives a list of the outer values (Tracers of enclosing
  * traces, or Arrays) that were lifted into extra trailing inputs, in input order.
@@ -122,6 +138,38 @@ PyObject *ext_bind(const oly_prim *p, const void *params, PyObject *const *args,
  * to args (as bind converts them). A new tuple of the outputs (Tracers, or
  * rank-0 Arrays for literal outputs), or NULL with an exception. */
 PyObject *ext_trace_inline(oly_program *prog, PyObject *const *args, Py_ssize_t n);
+
+/* ---------------------------------------------------------------- concrete.c */
+/* Where the value of a concrete trace's Tracer comes from: the value itself,
+ * or output index of a lazy operation that computes it when first asked.
+ * A zeroed source has neither. */
+typedef struct ext_lazy ext_lazy;
+typedef struct ext_source {
+    oly_array *value;  /* owned, or NULL */
+    ext_lazy *node;    /* owned reference, or NULL */
+    int index;
+} ext_source;
+void ext_source_clear(ext_source *s);
+/* True when s has a value or a node that computes one. */
+bool ext_source_known(const ext_source *s);
+/* dst (cleared first) refers to what src refers to. */
+void ext_source_copy(ext_source *dst, const ext_source *src);
+/* The value of s, running the lazy operations it needs first (then s keeps
+ * the value and drops its node): *out borrowed. 1, 0 when s has none, -1 with
+ * an exception (a failing operation). */
+int ext_source_value(ext_source *s, oly_array **out);
+/* A lazy node running prog (borrowed; retained) on in (n_in sources, copied);
+ * outs[0..n_out) (cleared first) are set to its first n_out outputs. 0, or -1
+ * with an exception. */
+int ext_lazy_of_program(oly_program *prog, const ext_source *in, int n_in, ext_source *outs,
+                        int n_out);
+/* A lazy node applying p (params, nested programs subs) to in (n_in sources of
+ * avals, copied), whose n_out outputs are set into outs[0..n_out) (cleared
+ * first). Plain-data params are copied and run through the eager cache;
+ * others become a one-equation program. 0, or -1 with an exception. */
+int ext_lazy_of_eqn(const oly_prim *p, const void *params, oly_program *const *subs, int n_sub,
+                    const oly_aval *avals, const ext_source *in, int n_in, ext_source *outs,
+                    int n_out);
 
 /* ---------------------------------------------------------------- params.c */
 /* Parse a params dict into the prim's params struct (caller supplies
@@ -171,6 +219,10 @@ int ext_jit_init(PyObject *module);
 /* ---------------------------------------------------------------- transform.c */
 /* Trace/transform/call of programs, custom-rule thunks. */
 extern PyMethodDef ext_transform_methods[];
+/* Run p now on in (n borrowed arrays of p's input avals); out receives p's
+ * outputs (new references). The GIL is released for large runs. 0, or -1
+ * with an exception. */
+int ext_program_run_arrays(oly_program *p, oly_array *const *in, Py_ssize_t n, oly_array **out);
 
 /* ---------------------------------------------------------------- callback.c */
 int ext_callback_init(PyObject *module);

@@ -301,14 +301,14 @@ static int trace_fun(JitFunction *f, PyObject *const *args, Py_ssize_t nargs, Py
                      PyObject *treedef, const oly_aval *avals, Py_ssize_t n_leaves,
                      oly_program **prog_out, PyObject **out_treedef, PyObject **captured)
 {
-    ext_trace *t = ext_trace_push();
+    ext_trace *t = ext_trace_push(EXT_TRACE_STAGED);
     if (!t) return -1;
     PyObject *tracers = NULL, *tree = NULL, *full = NULL, *kw = NULL, *out = NULL,
              *out_leaves = NULL, *otd = NULL;
     tracers = PyList_New(n_leaves);
     if (!tracers) goto fail;
     for (Py_ssize_t i = 0; i < n_leaves; i++) {
-        PyObject *tr = ext_trace_new_input(t, &avals[i]);
+        PyObject *tr = ext_trace_new_input(t, &avals[i], NULL);
         if (!tr) goto fail;
         PyList_SET_ITEM(tracers, i, tr);
     }

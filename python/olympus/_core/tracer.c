@@ -12,6 +12,13 @@
  * A trace is refcounted: the stack holds one reference and every Tracer one, so
  * a Tracer that leaks out of its trace stays safe to touch (its var is never
  * read once the trace is closed; using it raises UnexpectedTracerError).
+ *
+ * Concrete traces (autodiff outside jit, docs/design.md "Concrete autodiff")
+ * stage like the others, and their Tracers also have sources (concrete.c):
+ * values, or lazy operations computing them when asked for, so Python control
+ * flow on them works. Only the function being differentiated (the primal) is
+ * traced this way; tangents are built later by the C transforms and never
+ * have values.
  */
 #include "ext.h"
 
@@ -28,6 +35,7 @@
 
 struct ext_trace {
     long refcnt;            /* the stack's reference + one per Tracer */
+    ext_trace_kind kind;
     oly_builder *b;         /* owned; NULL once the trace is closed */
     ext_trace *parent;      /* borrowed: the enclosing trace while on the stack */
     int level;              /* depth on the stack: 0 is the outermost */
@@ -50,6 +58,7 @@ typedef struct TracerObject {
     ext_trace *trace;       /* owned reference */
     oly_var *var;           /* borrowed from trace->b: read only while trace->active */
     oly_aval aval;
+    ext_source src;         /* owned: where its value comes from (concrete traces only) */
     PyObject *weakreflist;
 } TracerObject;
 
@@ -71,7 +80,7 @@ static void trace_decref(ext_trace *t)
     PyMem_Free(t);
 }
 
-ext_trace *ext_trace_push(void)
+ext_trace *ext_trace_push(ext_trace_kind kind)
 {
     ext_trace *t = PyMem_Calloc(1, sizeof *t);
     if (!t) return (ext_trace *)PyErr_NoMemory();
@@ -87,6 +96,7 @@ ext_trace *ext_trace_push(void)
         return (ext_trace *)ext_raise(s);
     }
     t->refcnt = 1;
+    t->kind = kind;
     t->parent = top;
     t->level = top ? top->level + 1 : 0;
     t->active = true;
@@ -121,6 +131,13 @@ void ext_trace_discard(ext_trace *t)
 
 ext_trace *ext_trace_current(void) { return top; }
 
+bool ext_concrete_ok(void)
+{
+    for (const ext_trace *c = top; c; c = c->parent)
+        if (c->kind == EXT_TRACE_STAGED) return false;
+    return true;
+}
+
 static bool on_this_stack(const ext_trace *t)
 {
     for (const ext_trace *c = top; c; c = c->parent)
@@ -138,20 +155,40 @@ static PyObject *tracer_new(ext_trace *t, oly_var *v)
     o->trace = t;
     o->var = v;
     o->aval = *oly_var_aval(v);
+    memset(&o->src, 0, sizeof o->src);
     o->weakreflist = NULL;
     return (PyObject *)o;
 }
 
-PyObject *ext_trace_new_input(ext_trace *t, const oly_aval *aval)
+PyObject *ext_trace_new_input(ext_trace *t, const oly_aval *aval, PyObject *value)
 {
     if (!t || !t->active) {
         PyErr_SetString(PyExc_RuntimeError, "ext_trace_new_input: the trace is closed");
         return NULL;
     }
+    oly_array *a = value ? ext_array_get(value) : NULL;
+    bool tracer = value && ext_is_tracer(value);
+    if (value && value != Py_None && !a && !tracer) {
+        PyErr_Format(PyExc_TypeError, "trace: an input's value must be an Array, a Tracer or "
+                     "None, got %s", Py_TYPE(value)->tp_name);
+        return NULL;
+    }
+    const oly_aval *got = a ? oly_array_aval(a) : tracer ? &TR(value)->aval : NULL;
+    if (got && !oly_aval_equal(got, aval)) {
+        char g[128], w[128];
+        oly_aval_format(g, sizeof g, got);
+        oly_aval_format(w, sizeof w, aval);
+        PyErr_Format(PyExc_TypeError, "trace: an input's value is %s, the input is %s", g, w);
+        return NULL;
+    }
     oly_var *v;
     oly_status s = oly_builder_add_input(t->b, aval, &v);
     if (s != OLY_OK) return ext_raise(s);
-    return tracer_new(t, v);
+    PyObject *o = tracer_new(t, v);
+    if (!o || t->kind != EXT_TRACE_CONCRETE) return o;
+    if (a) TR(o)->src.value = oly_array_retain(a);
+    if (tracer) ext_source_copy(&TR(o)->src, &TR(value)->src);
+    return o;
 }
 
 const oly_aval *ext_tracer_aval(PyObject *o) { return &TR(o)->aval; }
@@ -209,6 +246,7 @@ static void Tracer_dealloc(PyObject *self)
 {
     PyTypeObject *tp = Py_TYPE(self);
     if (TR(self)->weakreflist) PyObject_ClearWeakRefs(self);
+    ext_source_clear(&TR(self)->src);
     trace_decref(TR(self)->trace);
     tp->tp_free(self);
     Py_DECREF(tp);
@@ -249,13 +287,46 @@ static PyGetSetDef Tracer_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static int Tracer_bool(PyObject *self) { return concretization_error(self, "bool"), -1; }
-static PyObject *Tracer_float(PyObject *self) { return concretization_error(self, "float"); }
-static PyObject *Tracer_int(PyObject *self) { return concretization_error(self, "int"); }
-static PyObject *Tracer_index(PyObject *self) { return concretization_error(self, "index"); }
+/* The conversions read the value of a concrete trace's Tracer (as the
+ * reference's do for concrete tracers); without one they raise. __array__
+ * raises either way, as the reference's does. */
+
+/* A new Array holding self's value (computed now if it is lazy), or NULL:
+ * with an exception when computing it failed, without when it has none. */
+static PyObject *value_object(PyObject *self)
+{
+    oly_array *a;
+    if (ext_source_value(&TR(self)->src, &a) <= 0) return NULL;
+    return ext_array_wrap(oly_array_retain(a));
+}
+
+static PyObject *convert(PyObject *self, PyObject *(*conv)(PyObject *), const char *fn)
+{
+    PyObject *v = value_object(self);
+    if (!v) return PyErr_Occurred() ? NULL : concretization_error(self, fn);
+    PyObject *r = conv(v);
+    Py_DECREF(v);
+    return r;
+}
+
+static int Tracer_bool(PyObject *self)
+{
+    PyObject *v = value_object(self);
+    if (!v) return PyErr_Occurred() ? -1 : (concretization_error(self, "bool"), -1);
+    int r = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return r;
+}
+static PyObject *Tracer_float(PyObject *self) { return convert(self, PyNumber_Float, "float"); }
+static PyObject *Tracer_int(PyObject *self) { return convert(self, PyNumber_Long, "int"); }
+static PyObject *Tracer_index(PyObject *self) { return convert(self, PyNumber_Index, "index"); }
+static PyObject *to_complex(PyObject *v)
+{
+    return PyObject_CallOneArg((PyObject *)&PyComplex_Type, v);
+}
 static PyObject *Tracer_complex(PyObject *self, PyObject *Py_UNUSED(a))
 {
-    return concretization_error(self, "complex");
+    return convert(self, to_complex, "complex");
 }
 static PyObject *Tracer_array(PyObject *self, PyObject *Py_UNUSED(a), PyObject *Py_UNUSED(k))
 {
@@ -598,6 +669,49 @@ done:
     return res;
 }
 
+/* In a concrete trace, after staging an equation whose outputs are the
+ * Tracers of res: when every input has a source and the equation has no
+ * effects (those run once, when the program runs), the outputs get a lazy
+ * node computing them (concrete.c). 0, or -1 with an exception. */
+static int stage_lazy(const oly_prim *p, const void *params, PyObject *const *args, Py_ssize_t n,
+                      oly_program *const *subs, int n_sub, PyObject *res)
+{
+    if (oly_prim_effects(p, params, subs, n_sub)) return 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (ext_is_tracer(args[i]) && !ext_source_known(&TR(args[i])->src)) return 0;
+    int n_res = (int)PyTuple_GET_SIZE(res), r = -1;
+    oly_aval *av = PyMem_Calloc((size_t)n + 1, sizeof *av);
+    ext_source *in = PyMem_Calloc((size_t)n + 1, sizeof *in);
+    ext_source *out = PyMem_Calloc((size_t)n_res + 1, sizeof *out);
+    if (!av || !in || !out) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (ext_is_tracer(args[i])) {
+            av[i] = TR(args[i])->aval;
+            ext_source_copy(&in[i], &TR(args[i])->src);
+        } else if (ext_to_array(args[i], -1, &in[i].value) < 0) {
+            goto done;
+        } else {
+            av[i] = *oly_array_aval(in[i].value);
+        }
+    }
+    if (ext_lazy_of_eqn(p, params, subs, n_sub, av, in, (int)n, out, n_res) < 0) goto done;
+    for (int j = 0; j < n_res; j++) {
+        TR(PyTuple_GET_ITEM(res, j))->src = out[j]; /* moved */
+        memset(&out[j], 0, sizeof out[j]);
+    }
+    r = 0;
+done:
+    for (Py_ssize_t i = 0; in && i < n; i++) ext_source_clear(&in[i]);
+    for (int j = 0; out && j < n_res; j++) ext_source_clear(&out[j]);
+    PyMem_Free(av);
+    PyMem_Free(in);
+    PyMem_Free(out);
+    return r;
+}
+
 static PyObject *bind_staged(ext_trace *t, const oly_prim *p, const void *params,
                              PyObject *const *args, Py_ssize_t n, oly_program *const *subs,
                              int n_sub)
@@ -637,6 +751,8 @@ static PyObject *bind_staged(ext_trace *t, const oly_prim *p, const void *params
         }
         PyTuple_SET_ITEM(res, i, o);
     }
+    if (t->kind == EXT_TRACE_CONCRETE && stage_lazy(p, params, args, n, subs, n_sub, res) < 0)
+        Py_CLEAR(res);
 done:
     if (in != small_in) PyMem_Free(in);
     if (out != small_out) PyMem_Free(out);
@@ -693,6 +809,46 @@ static PyObject *value_of_atom(ext_trace *t, oly_atom a)
     return ext_array_wrap(arr);
 }
 
+/* In a concrete trace, after inlining prog on args with outputs res: when
+ * every argument has a source and prog has no effects, the Tracers of res
+ * get a lazy node running prog (literal outputs are Arrays already). 0, or
+ * -1 with an exception. */
+static int inline_lazy(oly_program *prog, PyObject *const *args, Py_ssize_t n, PyObject *res)
+{
+    if (oly_program_effects(prog)) return 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (ext_is_tracer(args[i]) && !ext_source_known(&TR(args[i])->src)) return 0;
+    int n_out = oly_program_num_outputs(prog), r = -1;
+    ext_source *in = PyMem_Calloc((size_t)n + 1, sizeof *in);
+    ext_source *out = PyMem_Calloc((size_t)n_out + 1, sizeof *out);
+    if (!in || !out) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (ext_is_tracer(args[i])) {
+            ext_source_copy(&in[i], &TR(args[i])->src);
+        } else {
+            const oly_aval *want = oly_program_input_aval(prog, (int)i);
+            if (ext_to_array(args[i], (int)want->dtype, &in[i].value) < 0) goto done;
+        }
+    }
+    if (ext_lazy_of_program(prog, in, (int)n, out, n_out) < 0) goto done;
+    for (int j = 0; j < n_out; j++) {
+        PyObject *o = PyTuple_GET_ITEM(res, j);
+        if (!ext_is_tracer(o)) continue;
+        TR(o)->src = out[j]; /* moved */
+        memset(&out[j], 0, sizeof out[j]);
+    }
+    r = 0;
+done:
+    for (Py_ssize_t i = 0; in && i < n; i++) ext_source_clear(&in[i]);
+    for (int j = 0; out && j < n_out; j++) ext_source_clear(&out[j]);
+    PyMem_Free(in);
+    PyMem_Free(out);
+    return r;
+}
+
 PyObject *ext_trace_inline(oly_program *prog, PyObject *const *args, Py_ssize_t n)
 {
     ext_trace *t = top;
@@ -734,6 +890,8 @@ PyObject *ext_trace_inline(oly_program *prog, PyObject *const *args, Py_ssize_t 
         }
         PyTuple_SET_ITEM(res, j, o);
     }
+    if (res && t->kind == EXT_TRACE_CONCRETE && inline_lazy(prog, args, n, res) < 0)
+        Py_CLEAR(res);
 done:
     PyMem_Free(in);
     PyMem_Free(out);
@@ -780,7 +938,17 @@ done:
     return res;
 }
 
+static PyObject *py_concrete_value(PyObject *Py_UNUSED(m), PyObject *o)
+{
+    PyObject *v = ext_is_tracer(o) ? value_object(o) : NULL;
+    if (v || PyErr_Occurred()) return v;
+    Py_RETURN_NONE;
+}
+
 PyMethodDef ext_tracer_methods[] = {
+    {"concrete_value", py_concrete_value, METH_O,
+     "concrete_value(x) -> Array | None: the value a Tracer of a concrete trace (autodiff "
+     "outside jit) carries; None for any other value"},
     {"compile_time_eval", py_compile_time_eval, METH_O,
      "compile_time_eval(enter): enter (True) or leave (False) olympus.ensure_compile_time_eval"},
     {"bind", (PyCFunction)(void (*)(void))py_bind, METH_VARARGS | METH_KEYWORDS,

@@ -9,7 +9,7 @@
  * the user's rule lazily, when a transform first needs it.
  *
  * Functions (module level):
- *   trace(fun, avals) -> (Jaxpr, captured)
+ *   trace(fun, avals, values=None, transparent=False) -> (Jaxpr, captured)
  *   vmap_program, jvp_program, linearize_program, transpose_program, dce_program
  *   call_program(prog, args) -> tuple
  *   program_with_inputs(prog, avals, mapping) -> Jaxpr
@@ -32,16 +32,19 @@
 /* ---------------------------------------------------------------- trace */
 
 /* Trace fun(*tracers) (tracers of avals) whose result is a flat sequence of
- * leaves. *prog and *captured (a list) on success. */
-static int trace_flat(PyObject *fun, const oly_aval *avals, Py_ssize_t n, oly_program **prog,
+ * leaves, in a trace of kind; values (NULL, or n borrowed values as
+ * ext_trace_new_input takes them) are what the inputs of a concrete trace
+ * stand for. *prog and *captured (a list) on success. */
+static int trace_flat(PyObject *fun, const oly_aval *avals, PyObject *const *values,
+                      Py_ssize_t n, ext_trace_kind kind, oly_program **prog,
                       PyObject **captured)
 {
-    ext_trace *t = ext_trace_push();
+    ext_trace *t = ext_trace_push(kind);
     if (!t) return -1;
     PyObject *args = PyTuple_New(n), *out = NULL, *seq = NULL;
     if (!args) goto fail;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *tr = ext_trace_new_input(t, &avals[i]);
+        PyObject *tr = ext_trace_new_input(t, &avals[i], values ? values[i] : NULL);
         if (!tr) goto fail;
         PyTuple_SET_ITEM(args, i, tr);
     }
@@ -95,17 +98,37 @@ static int parse_avals(PyObject *avals, oly_aval **out, Py_ssize_t *n)
     return 0;
 }
 
-static PyObject *py_trace(PyObject *Py_UNUSED(m), PyObject *args)
+static PyObject *py_trace(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
 {
-    PyObject *fun, *avals;
-    if (!PyArg_ParseTuple(args, "OO:trace", &fun, &avals)) return NULL;
+    static char *kwlist[] = {"fun", "avals", "values", "transparent", NULL};
+    PyObject *fun, *avals, *values = Py_None, *seq = NULL;
+    int transparent = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|Op:trace", kwlist, &fun, &avals, &values,
+                                     &transparent))
+        return NULL;
     oly_aval *av = NULL;
     Py_ssize_t n = 0;
     if (parse_avals(avals, &av, &n) < 0) return NULL;
+    /* Values make a concrete trace unless a staged trace (jit) is open. */
+    ext_trace_kind kind = transparent ? EXT_TRACE_TRANSPARENT : EXT_TRACE_STAGED;
+    if (values != Py_None && ext_concrete_ok()) {
+        seq = PySequence_Fast(values, "trace: values must be a sequence");
+        if (seq && PySequence_Fast_GET_SIZE(seq) != n) {
+            PyErr_Format(PyExc_ValueError, "trace: %zd values for %zd inputs",
+                         PySequence_Fast_GET_SIZE(seq), n);
+            Py_CLEAR(seq);
+        }
+        if (!seq) {
+            PyMem_Free(av);
+            return NULL;
+        }
+        kind = EXT_TRACE_CONCRETE;
+    }
     oly_program *p = NULL;
     PyObject *captured = NULL;
-    int r = trace_flat(fun, av, n, &p, &captured);
+    int r = trace_flat(fun, av, seq ? PySequence_Fast_ITEMS(seq) : NULL, n, kind, &p, &captured);
     PyMem_Free(av);
+    Py_XDECREF(seq);
     if (r < 0) return NULL;
     PyObject *po = ext_program_wrap(p, NULL);
     if (!po) {
@@ -288,6 +311,24 @@ static PyObject *py_dce_program(PyObject *Py_UNUSED(m), PyObject *po)
 
 /* ---------------------------------------------------------------- calling programs */
 
+int ext_program_run_arrays(oly_program *p, oly_array *const *in, Py_ssize_t n, oly_array **out)
+{
+    int n_out = oly_program_num_outputs(p);
+    size_t bytes = 0;
+    for (Py_ssize_t i = 0; i < n; i++) bytes += oly_aval_nbytes(oly_array_aval(in[i]));
+    for (int i = 0; i < n_out; i++) bytes += oly_aval_nbytes(oly_program_output_aval(p, i));
+    oly_status s;
+    if (bytes > GIL_RELEASE_BYTES) { /* large runs let other threads run */
+        Py_BEGIN_ALLOW_THREADS
+        s = oly_program_run(p, 0, in, (int)n, out, n_out);
+        Py_END_ALLOW_THREADS
+    } else {
+        s = oly_program_run(p, 0, in, (int)n, out, n_out);
+    }
+    if (s != OLY_OK) return ext_raise(s), -1;
+    return 0;
+}
+
 static PyObject *run_eager(oly_program *p, PyObject *const *args, Py_ssize_t n)
 {
     int n_out = oly_program_num_outputs(p);
@@ -308,21 +349,7 @@ static PyObject *run_eager(oly_program *p, PyObject *const *args, Py_ssize_t n)
             goto done;
         }
     }
-    size_t bytes = 0;
-    for (Py_ssize_t i = 0; i < n; i++) bytes += oly_aval_nbytes(oly_array_aval(in[i]));
-    for (int i = 0; i < n_out; i++) bytes += oly_aval_nbytes(oly_program_output_aval(p, i));
-    oly_status s;
-    if (bytes > GIL_RELEASE_BYTES) { /* large runs let other threads run */
-        Py_BEGIN_ALLOW_THREADS
-        s = oly_program_run(p, 0, in, (int)n, out, n_out);
-        Py_END_ALLOW_THREADS
-    } else {
-        s = oly_program_run(p, 0, in, (int)n, out, n_out);
-    }
-    if (s != OLY_OK) {
-        ext_raise(s);
-        goto done;
-    }
+    if (ext_program_run_arrays(p, in, n, out) < 0) goto done;
     res = PyTuple_New(n_out);
     for (int i = 0; i < n_out; i++) {
         PyObject *o = res ? ext_array_wrap(out[i]) : (oly_array_release(out[i]), NULL);
@@ -620,9 +647,13 @@ static PyObject *py_custom_vjp_call(PyObject *Py_UNUSED(m), PyObject *args)
 /* ---------------------------------------------------------------- module */
 
 PyMethodDef ext_transform_methods[] = {
-    {"trace", py_trace, METH_VARARGS,
-     "trace(fun, avals) -> (Jaxpr, captured): fun(*tracers) returns a sequence of leaves; "
-     "captured lists the outer values lifted into extra trailing inputs"},
+    {"trace", (PyCFunction)(void (*)(void))py_trace, METH_VARARGS | METH_KEYWORDS,
+     "trace(fun, avals, values=None, transparent=False) -> (Jaxpr, captured): fun(*tracers) "
+     "returns a sequence of leaves; captured lists the outer values lifted into extra "
+     "trailing inputs. With values (per input an Array, a Tracer or None) and no staged "
+     "trace (jit) open, the trace is concrete: its tracers have values, computed when asked "
+     "for (bool, int, float, index, concrete_value). transparent (vmap) does not stop a "
+     "concrete trace opened inside it"},
     {"vmap_program", py_vmap_program, METH_VARARGS,
      "vmap_program(prog, in_axes, axis_size, out_axes) -> Jaxpr (-1: not batched)"},
     {"jvp_program", py_jvp_program, METH_VARARGS,

@@ -3,14 +3,18 @@ value_and_grad, jacfwd, jacrev, hessian, linear_transpose, custom_jvp,
 custom_vjp and checkpoint.
 
 Every transformation follows one pattern (DESIGN.md §5, §7a): trace the
-function once on abstract values into a program (`_core.trace`, which also
-reports the outer traced values the function closed over), transform the
-program in C (`_core.vmap_program`, `jvp_program`, `linearize_program`,
+function once into a program (`_core.trace`, which also reports the outer
+traced values the function closed over), transform the program in C
+(`_core.vmap_program`, `jvp_program`, `linearize_program`,
 `transpose_program`), then call the result on the values
 (`_core.call_program`: eagerly, or inline into the enclosing trace, so that
 transformations nest and compose with jit). Custom rules are traced lazily:
 the C transform calls back into a Python rule when it first meets the
 custom_jvp_call / custom_vjp_call equation, never before.
+
+Outside jit the differentiating transformations trace concretely: the
+tracers have the primal values (computed when asked for), so Python control
+flow on them works as in JAX (docs/design.md, "Concrete autodiff").
 """
 import functools
 import inspect
@@ -68,9 +72,17 @@ def _flat_fun(fun, in_tree, store, kw=True):
     return flat
 
 
-def _trace(flat, avals):
-    """(program, captured) of flat traced on avals."""
-    return _core.trace(flat, list(avals))
+def _trace(flat, avals, values=None, transparent=False):
+    """(program, captured) of flat traced on avals.
+
+    values: the leaves flat is differentiated at (Arrays, tracers or None).
+    Outside jit they make the trace concrete (docs/design.md, "Concrete
+    autodiff"): its tracers have values, computed when Python asks for one
+    (bool, int, float, index, item), so control flow on primal values works,
+    as in JAX; the program is then specific to the values and used once.
+    transparent (vmap): the trace does not stop a concrete trace opened
+    inside it."""
+    return _core.trace(flat, list(avals), values, transparent)
 
 
 def _is_float(dt):
@@ -130,6 +142,21 @@ def _check_tangent_dtype(t, aval, rule_fn, name):
                         "produce primal and tangent outputs with corresponding shapes and "
                         f"dtypes. Expected {want} (tangent type of {want}) but got "
                         f"{tdt.name}{list(t.shape)}.")
+
+
+def install_tracer_item():
+    """Tracer.item reads the value a concrete trace's tracer carries, as the
+    reference's item() does for concrete tracers; other tracers raise as
+    before. (tolist and numpy.asarray stay errors on every tracer, as in the
+    reference.) Called after array_methods.install, which sets item on both
+    types."""
+    array_item = _core.Array.item
+
+    @functools.wraps(array_item)
+    def item(self, *args):
+        v = _core.concrete_value(self)
+        return array_item(self if v is None else v, *args)
+    _core.Tracer.item = item
 
 
 # ------------------------------------------------------------------ vmap
@@ -231,7 +258,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
             for i, x in zip(mapped, xs):
                 full[i] = x
             return flat(*full)
-        prog, captured = _trace(flat_mapped, [avals[i] for i in mapped])
+        prog, captured = _trace(flat_mapped, [avals[i] for i in mapped], transparent=True)
         leaves = [leaves[i] for i in mapped]
         bdims = [bdims[i] for i in mapped]
         out_tree = store[-1]
@@ -292,7 +319,7 @@ def jvp(fun, primals, tangents, has_aux=False):
                              f"Got primal shape {ps} and tangent shape as {ts}")
     store = []
     flat = _flat_fun(lambda *a: _aux_split(fun(*a), has_aux, store), in_tree, [], kw=False)
-    prog, captured = _trace(flat, avals)
+    prog, captured = _trace(flat, avals, leaves)
     out_tree, aux_tree, n_main = store[-1]
     nz = [_is_float(a[1]) for a in avals] + [False] * len(captured)
     jprog, nz_out = _core.jvp_program(prog, nz)
@@ -334,7 +361,7 @@ class _Linearized:
         self.avals = [_aval(x) for x in leaves]
         store = []
         flat = _flat_fun(lambda *a: _aux_split(fun(*a), has_aux, store), in_tree, [], kw=False)
-        prog, captured = _trace(flat, self.avals)
+        prog, captured = _trace(flat, self.avals, leaves)
         self.out_tree, self.aux_tree, self.n_main = store[-1]
         self.nz = [_is_float(a[1]) for a in self.avals]
         nz = self.nz + [False] * len(captured)
@@ -717,6 +744,29 @@ def _is_array_tree(x):
                                 or _core.is_tracer(v) for v in leaves)
 
 
+def _custom_values(leaves):
+    """The values a custom_jvp / custom_vjp function is traced at: its leaves
+    inside an open trace (made concrete when no jit is open, so the function
+    and, later, its rules see primal values, as in JAX); None at top level,
+    where the function is traced abstractly and run as one program."""
+    return list(leaves) if _core.tracing() else None
+
+
+def _rule_values(known, avals):
+    """known (values of a rule's first inputs, or None) padded with None for
+    the rest of avals (tangents, cotangents: never concrete). A value of
+    another shape or dtype than its input (a rule traced for a batched
+    equation) is dropped."""
+    if known is None or len(known) > len(avals):
+        return None
+    out = [None] * len(avals)
+    for i, (v, a) in enumerate(zip(known, avals)):
+        if v is not None and tuple(v.shape) == tuple(a.shape) and \
+                np.dtype(v.dtype) == np.dtype(a.dtype):
+            out[i] = v
+    return out
+
+
 def _remap_captured(prog, cap, primal_caps, n, n_in, who):
     """A rule program whose trace captured outer values: each must be one the
     primal function captured too (it is then the primal input n + its index
@@ -787,11 +837,14 @@ class custom_jvp:
             ol, ot = tree_flatten(out)
             store.append(ot)
             return ol
-        prog, captured = _trace(flat, sp.avals)
+        values = _custom_values(sp.leaves)
+        prog, captured = _trace(flat, sp.avals, values)
         out_tree = store[-1]
         out_avals = prog.out_avals
         n = len(sp.leaves)
         rule_fn = self.jvp
+        # the rule sees the primal values the function was called at
+        known = None if values is None else values + list(captured)
 
         def rule(avals, nz):
             k = len(avals)
@@ -826,7 +879,8 @@ class custom_jvp:
                     _check_tangent_dtype(v, a, rule_fn, name)
                 tl = [_cast_to(v, a) for v, a in zip(tl, out_avals)]
                 return pl + tl
-            prog_r, cap = _trace(flat_rule, list(avals) + list(avals))
+            prog_r, cap = _trace(flat_rule, list(avals) + list(avals),
+                                 _rule_values(known, list(avals) + list(avals)))
             return _remap_captured(prog_r, cap, captured, n, 2 * k, "custom_jvp")
         outs = _core.custom_jvp_call(name, prog, rule, sp.leaves + list(captured))
         return tree_unflatten(out_tree, list(outs))
@@ -867,13 +921,17 @@ class custom_vjp:
             ol, ot = tree_flatten(out)
             store.append(ot)
             return ol
-        prog, captured = _trace(flat, sp.avals)
+        values = _custom_values(sp.leaves)
+        prog, captured = _trace(flat, sp.avals, values)
         out_tree = store[-1]
         out_avals = prog.out_avals
         n = len(sp.leaves)
         n_cap = len(captured)
         fwd_fn, bwd_fn = self.fwd, self.bwd
         res_tree = []
+        # fwd sees the primal values, bwd the residuals' values fwd computed
+        known = None if values is None else values + list(captured)
+        res_known = []
 
         def fwd_rule(avals, nz):
             def flat_fwd(*xs):
@@ -896,8 +954,10 @@ class custom_vjp:
                 nd_leaves, nd_tree = tree_flatten(nd_dyn)
                 res_tree.append((rt, len(rl), nd_tree))
                 ol = [_cast_to(v, a) for v, a in zip(ol, out_avals)]
-                return ol + [_leaf_value(v) for v in rl] + [_leaf_value(v) for v in nd_leaves]
-            p, cap = _trace(flat_fwd, avals)
+                res = [_leaf_value(v) for v in rl] + [_leaf_value(v) for v in nd_leaves]
+                res_known.append(res)
+                return ol + res
+            p, cap = _trace(flat_fwd, avals, _rule_values(known, avals))
             return _remap_captured(p, cap, captured, n, len(avals), "custom_vjp fwd")
 
         def bwd_rule(avals, nz):
@@ -942,7 +1002,8 @@ class custom_vjp:
                 return [_zeros(a) if c is None else _cast_to(c, a)
                         for c, a in zip(outs, sp.avals)] + \
                     [_zeros(a) for a in prog.in_avals[n:n + n_cap]]
-            p, cap = _trace(flat_bwd, avals)
+            rk = res_known[-1] if res_known and known is not None else None
+            p, cap = _trace(flat_bwd, avals, _rule_values(rk, avals))
             _no_capture(cap, "custom_vjp bwd")
             return p
         outs = _core.custom_vjp_call(name, prog, fwd_rule, bwd_rule, sp.leaves + list(captured))
