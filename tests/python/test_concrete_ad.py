@@ -313,3 +313,15 @@ def test_asking_for_a_value_while_it_is_computed_fails_cleanly():
         return x * c if c > 0 else x
     with pytest.raises(olympus.CallbackError, match="asked for while it was being computed"):
         grad(f)(1.)
+
+
+def test_shape_deciding_arguments_use_concrete_values():
+    # outside jit, arange / repeat / nonzero take a traced value's known value
+    def f(x):
+        n = jnp.astype(x * 2, jnp.int32)  # a traced value known to be 4
+        k = jnp.sum(jnp.arange(n) * x)
+        return k + jnp.sum(jnp.repeat(x, n)) + jnp.sum(jnp.nonzero(jnp.arange(4) > 1)[0] * x)
+    g = olympus.grad(f)(2.0)
+    assert float(g) == 6.0 + 4.0 + 5.0
+    with pytest.raises(olympus.errors.ConcretizationTypeError):
+        olympus.jit(lambda x, n: jnp.arange(n) * x)(2.0, 4)

@@ -522,6 +522,15 @@ def _shape_arg(shape):
     return tuple(operator.index(d) for d in shape)
 
 
+def _known(x):
+    """x, or for a tracer of a concrete trace (autodiff outside jit) its value."""
+    if _is_tracer(x):
+        v = _core.concrete_value(x)
+        if v is not None:
+            return v
+    return x
+
+
 def _check_concrete(name, *xs):
     for x in xs:
         if _is_tracer(x):
@@ -607,6 +616,7 @@ def asarray(a, dtype=None, order=None, *, copy=None):
 def arange(start, stop=None, step=None, dtype=None):
     """Evenly spaced values in [start, stop) (static arguments); ints give the
     default int, floats the default float."""
+    start, stop, step = _known(start), _known(stop), _known(step)
     _check_concrete("arange", start, stop, step)
     if stop is None and step is None and dtype is None and \
             isinstance(start, (int, np.integer)) and not isinstance(start, bool):

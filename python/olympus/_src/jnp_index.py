@@ -36,7 +36,9 @@ def _int_dtype():
 
 
 def _concrete(x, who, hint):
-    """x's value as a NumPy array; a clear error when x is traced."""
+    """x's value as a NumPy array; a clear error when x is traced (outside
+    jit, autodiff's tracers know their values)."""
+    x = jnp._known(x)
     if _is_tracer(x):
         raise _core.ConcretizationTypeError(
             f"{who}: the size of the result depends on the values of a traced array; "

@@ -68,7 +68,10 @@ def _no_complex(x, who):
 
 
 def _concrete_value(x, who, what):
-    """x as a NumPy value; a traced x raises ConcretizationTypeError naming who/what."""
+    """x as a NumPy value; a traced x raises ConcretizationTypeError naming who/what
+    (outside jit, autodiff's tracers know their values)."""
+    from olympus._src.jnp import _known
+    x = [_known(v) for v in x] if isinstance(x, (list, tuple)) else _known(x)
     if _is_tracer(x) or (isinstance(x, (list, tuple)) and builtins.any(_is_tracer(v)
                                                                     for v in x)):
         raise _core.ConcretizationTypeError(
@@ -800,6 +803,8 @@ def repeat(a, repeats, axis=None, *, total_repeat_length=None):
         total_repeat_length = operator.index(total_repeat_length)
         if total_repeat_length < 0:
             raise ValueError("total_repeat_length must be non-negative")
+    from olympus._src.jnp import _known
+    repeats = _known(repeats)
     traced = _is_tracer(repeats)
     if traced and total_repeat_length is None:
         raise _core.ConcretizationTypeError(
