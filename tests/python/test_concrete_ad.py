@@ -325,3 +325,11 @@ def test_shape_deciding_arguments_use_concrete_values():
     assert float(g) == 6.0 + 4.0 + 5.0
     with pytest.raises(olympus.errors.ConcretizationTypeError):
         olympus.jit(lambda x, n: jnp.arange(n) * x)(2.0, 4)
+
+
+def test_boolean_mask_under_grad_outside_jit():
+    # JAX's cookbook style: the mask's values are known outside jit
+    g = olympus.grad(lambda x: jnp.sum(x[x > 0] ** 2))(jnp.asarray([-1.0, 2.0, 3.0]))
+    np.testing.assert_allclose(np.asarray(g), [0.0, 4.0, 6.0])
+    with pytest.raises(IndexError):
+        olympus.jit(olympus.grad(lambda x: jnp.sum(x[x > 0] ** 2)))(jnp.asarray([1.0, 2.0]))

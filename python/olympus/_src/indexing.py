@@ -122,6 +122,8 @@ def _expand_masks(key, ndim):
             k = _index_array(k)
             dt = np.dtype(k.dtype)
             if dt == np.bool_:
+                if _is_traced(k) and _core.concrete_value(k) is not None:
+                    k = _core.concrete_value(k)  # autodiff outside jit knows it
                 if _is_traced(k):
                     raise NonConcreteBooleanIndexError(
                         f"Array boolean indices must be concrete; got a traced bool{list(k.shape)} "
