@@ -69,6 +69,9 @@ OLY_API void oly_error_clear(void);
  * one), counting every allocation of the library on any thread, fails as if
  * memory were exhausted; the ones after it succeed. n < 0 disarms. */
 OLY_API void oly_fault_inject_alloc(long n);
+/* The same, counting only the calling thread's allocations (other threads,
+ * such as the outfeed's receiver, neither fail nor use up the count). */
+OLY_API void oly_fault_inject_alloc_this_thread(long n);
 /* Allocations left before the injected failure (negative: disarmed or spent).
  * Arming with a large n, running a workload and reading this back counts the
  * workload's allocations. */

@@ -8,14 +8,29 @@
  * fails the one that finds it at 0 (every later one succeeds). One relaxed
  * load on the fast path. */
 static _Atomic long inject = -1;
+/* The one thread whose allocations count (its token's address), or NULL: all. */
+static _Thread_local char thread_token;
+static _Atomic(const char *) inject_owner = NULL;
 
-void oly_fault_inject_alloc(long n) { atomic_store(&inject, n < 0 ? -1 : n); }
+void oly_fault_inject_alloc(long n)
+{
+    atomic_store(&inject_owner, NULL);
+    atomic_store(&inject, n < 0 ? -1 : n);
+}
+
+void oly_fault_inject_alloc_this_thread(long n)
+{
+    atomic_store(&inject_owner, (const char *)&thread_token);
+    atomic_store(&inject, n < 0 ? -1 : n);
+}
 
 long oly_fault_inject_left(void) { return atomic_load(&inject); }
 
 static bool inject_fail(void)
 {
     if (atomic_load_explicit(&inject, memory_order_relaxed) < 0) return false;
+    const char *owner = atomic_load(&inject_owner);
+    if (owner && owner != &thread_token) return false;
     long left = atomic_fetch_sub(&inject, 1);
     if (left == 0) return true;
     if (left < 0) atomic_store(&inject, -1); /* raced past the failure: disarm */
