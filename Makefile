@@ -12,7 +12,7 @@ BASE_CFLAGS := -std=c11 $(OPT) -g -fPIC -fvisibility=hidden -D_GNU_SOURCE $(WARN
 # The library and its C tests see the internal headers; the extension and the
 # examples see only the public header.
 CFLAGS    := $(BASE_CFLAGS) -Isrc -I/usr/include/x86_64-linux-gnu/openblas-pthread
-LDLIBS    := -lsleef -lopenblas -lm -lpthread
+LDLIBS    := -lsleef -lopenblas -lfftw3 -lfftw3f -lm -lpthread
 
 LIB_SRC   := $(sort $(wildcard src/*/*.c))
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)

@@ -137,7 +137,8 @@ def build_native_driver():
     # --whole-archive: every primitive row is linked even if the registry ever
     # refers to its rows weakly again (a plain static link would then drop them).
     _cc(["-std=c11", "-O2", "-D_GNU_SOURCE", "-Wall", "-I" + os.path.join(ROOT, "include"), src,
-         "-Wl,--whole-archive", lib, "-Wl,--no-whole-archive", "-lsleef", "-lopenblas", "-lm", "-lpthread"],
+         "-Wl,--whole-archive", lib, "-Wl,--no-whole-archive", "-lsleef", "-lopenblas", "-lfftw3",
+         "-lfftw3f", "-lm", "-lpthread"],
         out,
         [src, lib, os.path.join(ROOT, "include", "olympus.h")])
     return out
@@ -773,6 +774,8 @@ def _np_add_at(x, i):
     return out
 
 
+C1M = (X1M + 1j * Y1M).astype(np.complex64)
+
 MATS = {n: (_rng.standard_normal((n, n)).astype(np.float32),
             _rng.standard_normal((n, n)).astype(np.float32)) for n in (256, 1024)}
 
@@ -856,6 +859,13 @@ def make_rows(args):
                     "np.add.at", numpy_side(_np_add_at, X1M, IDX), 1.0, "<=NumPy", rtol=1e-6))
     rows.append(Row("sort-1M", "5", "sort f32[1M]", oly_jit_side(lambda jnp: jnp.sort, X1M),
                     "NumPy", numpy_side(np.sort, X1M), rtol=0))
+    # fft: FFTW3 (single precision, one thread) against numpy.fft (pocketfft,
+    # which computes in double)
+    rows.append(Row("fft-1M-c64", "5", "fft c64[1M]", oly_jit_side(lambda jnp: jnp.fft.fft, C1M),
+                    "NumPy", numpy_side(np.fft.fft, C1M), 1.1, "<=1.1x NumPy", rtol=1e-3))
+    rows.append(Row("rfft-1M-f32", "5", "rfft f32[1M]",
+                    oly_jit_side(lambda jnp: jnp.fft.rfft, X1M), "NumPy",
+                    numpy_side(np.fft.rfft, X1M), 1.1, "<=1.1x NumPy", rtol=1e-3))
     for n in (256, 1024):
         a, b = MATS[n]
         rows.append(Row(f"matmul-{n}", "5", f"matmul f32[{n},{n}]",

@@ -378,6 +378,18 @@ typedef struct oly_params_scatter {
     int mode;
     bool indices_are_sorted, unique_indices;
 } oly_params_scatter;
+/* fft(operand): JAX's lax.fft over the trailing len(fft_lengths) dims (1 to 3),
+ * batched over the leading ones. fft_type (oly_fft_type): FFT and IFFT map
+ * c64 / c128 to the same dtype, the trailing dims equal to fft_lengths; RFFT
+ * maps f32 / f64 to c64 / c128, the last dim n becoming n / 2 + 1; IRFFT maps
+ * c64 / c128 with trailing dims fft_lengths, except the last one
+ * fft_lengths[-1] / 2 + 1, to f32 / f64 with trailing dims fft_lengths. FFT and
+ * RFFT are unnormalised (sign -1), IFFT and IRFFT scaled by 1 / prod(fft_lengths),
+ * as XLA; IRFFT ignores the imaginary parts of the DC and Nyquist bins. */
+typedef enum oly_fft_type {
+    OLY_FFT_FFT, OLY_FFT_IFFT, OLY_FFT_RFFT, OLY_FFT_IRFFT, OLY_FFT_TYPE_COUNT
+} oly_fft_type;
+typedef struct oly_params_fft { int fft_type; oly_ints fft_lengths; } oly_params_fft;
 typedef struct oly_params_dot_general {
     oly_ints lhs_contracting, rhs_contracting, lhs_batch, rhs_batch;
 } oly_params_dot_general;

@@ -503,3 +503,51 @@ from olympus._src.slicing import *  # noqa: E402,F401,F403 (gather, scatter*, *_
 __all__ += _slicing.__all__
 
 del builtins
+
+
+# ------------------------------------------------------------------ fft
+
+import enum as _enum  # noqa: E402
+
+
+class FftType(_enum.IntEnum):
+    """What `fft` computes (JAX's lax.FftType): FFT and IFFT complex to
+    complex, RFFT real to half-spectrum complex, IRFFT back to real."""
+    FFT = 0
+    IFFT = 1
+    RFFT = 2
+    IRFFT = 3
+
+
+__all__.append("FftType")
+
+
+def _complex_of(dt):
+    return np.dtype(np.complex128 if dt in (np.float64, np.complex128) else np.complex64)
+
+
+@_export
+def fft(x, fft_type, fft_lengths):
+    """The fft primitive (JAX's lax.fft): fft_type (an FftType or its name)
+    over the trailing len(fft_lengths) dims of x (1 to 3 of them), batched over
+    the others. FFT / IFFT take the trailing dims fft_lengths; RFFT gives a last
+    dim of n // 2 + 1; IRFFT takes that and gives fft_lengths. IFFT and IRFFT
+    are scaled by 1 / prod(fft_lengths). As JAX's, x is converted first: to a
+    complex dtype for FFT / IFFT / IRFFT, to a real one for RFFT (complex input
+    is a ValueError; float16 / bfloat16 compute in float32)."""
+    typ = FftType[fft_type] if isinstance(fft_type, str) else FftType(fft_type)
+    if isinstance(fft_lengths, (int, np.integer)):
+        fft_lengths = (fft_lengths,)
+    lengths = _ints(fft_lengths)
+    dt = np.dtype(_dtype_of(x))
+    if typ == FftType.RFFT:
+        if np.issubdtype(dt, np.complexfloating):
+            raise ValueError("only real valued inputs supported for rfft")
+        want = np.dtype(np.float64) if dt == np.float64 else \
+            np.dtype(np.float32) if np.issubdtype(dt, np.floating) else _dt.default_float()
+    else:
+        want = _complex_of(_dt.to_inexact(dt))
+    want = _dt.canonicalize(want)
+    if dt != want:
+        x = convert_element_type(x, want)
+    return _bind("fft", x, fft_type=int(typ), fft_lengths=lengths)

@@ -126,3 +126,6 @@ def iscomplexobj(x):
 
 def isrealobj(x):
     return not iscomplexobj(x)
+
+
+from olympus.numpy import fft  # noqa: E402,F401 (jnp.fft: the FFT functions)
