@@ -231,6 +231,10 @@ def test_standardize(x64):
     np.testing.assert_allclose(nn.standardize(x), want, rtol=1e-4 if not x64 else 1e-10)
     want0 = (x64v - x64v.mean(0)) / np.sqrt(x64v.var(0) + 1e-5)
     np.testing.assert_allclose(nn.standardize(x, axis=0), want0, rtol=1e-4 if not x64 else 1e-10)
+    np.testing.assert_allclose(nn.standardize(x, axis=0, algorithm="stable"), want0,
+                               rtol=1e-4 if not x64 else 1e-10)
+    with pytest.raises(ValueError, match="Unknown algorithm 'exact'"):
+        nn.standardize(x, algorithm="exact")
     np.testing.assert_allclose(nn.standardize(x, mean=1.0, variance=4.0, epsilon=0.0),
                                (x64v - 1) / 2, rtol=1e-6)
     w = np.arange(6) % 2 == 0

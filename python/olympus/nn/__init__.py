@@ -340,15 +340,22 @@ def logmeanexp(x, axis=None, where=None, keepdims=False):
     return lse - jnp.log(count)
 
 
-def standardize(x, axis=-1, mean=None, variance=None, epsilon=1e-5, where=None):
+def standardize(x, axis=-1, mean=None, variance=None, epsilon=1e-5, where=None, *,
+                algorithm="fast"):
     """(x - mean) / sqrt(variance + epsilon) along axis; mean and variance are
-    computed (over where=) unless given."""
+    computed (over where=) unless given: algorithm "fast" as E[x^2] - E[x]^2
+    (clipped at 0), "stable" as E[(x - mean)^2]."""
     x = _inexact(x)
     axis = _check_axis(axis)
+    if algorithm not in ("fast", "stable"):
+        raise ValueError(f"Unknown algorithm '{algorithm}'. Expected 'fast' or 'stable'.")
     if mean is None:
         mean = _mean(x, axis, where)
     if variance is None:
-        variance = jnp.maximum(_mean(jnp.square(x), axis, where) - jnp.square(mean), 0)
+        if algorithm == "stable":
+            variance = _mean(jnp.square(x - mean), axis, where)
+        else:
+            variance = jnp.maximum(_mean(jnp.square(x), axis, where) - jnp.square(mean), 0)
     return (x - mean) * lax.rsqrt(_inexact(variance + epsilon))
 
 

@@ -44,10 +44,11 @@ from olympus.nn import logsumexp
 from olympus.nn import softmax as _nn_softmax
 
 __all__ = [
-    "beta", "betainc", "betaln", "comb", "digamma", "entr", "erf", "erfc", "erfinv", "expit",
-    "factorial", "gamma", "gammainc", "gammaincc", "gammaln", "gammasgn", "i0", "i0e", "i1",
-    "i1e", "kl_div", "log_ndtr", "log_softmax", "logit", "logsumexp", "multigammaln", "ndtr",
-    "ndtri", "polygamma", "rel_entr", "softmax", "xlog1py", "xlogy", "zeta",
+    "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "digamma", "entr", "erf", "erfc",
+    "erfinv", "expit", "factorial", "gamma", "gammainc", "gammaincc", "gammaln", "gammasgn",
+    "i0", "i0e", "i1", "i1e", "kl_div", "log_ndtr", "log_softmax", "logit", "logsumexp",
+    "multigammaln", "ndtr", "ndtri", "poch", "polygamma", "rel_entr", "softmax", "xlog1py",
+    "xlogy", "zeta",
 ]
 
 
@@ -118,6 +119,29 @@ def comb(N, k, *, repetition=False):
     sN, sk = jnp.where(ok, N, 0.0), jnp.where(ok, k, 0.0)
     out = jnp.exp(lax.lgamma(sN + 1) - lax.lgamma(sk + 1) - lax.lgamma(sN + 1 - sk))
     return jnp.where(ok, out, 0.0)
+
+
+def poch(z, m):
+    """The rising factorial (z)_m = Gamma(z + m) / Gamma(z), with its sign."""
+    z, m = _inexact(z, m)
+    _real_only("poch", z)
+    return gammasgn(z + m) * gammasgn(z) * jnp.exp(lax.lgamma(z + m) - lax.lgamma(z))
+
+
+def boxcox(x, lmbda):
+    """The Box-Cox transform: (x^lmbda - 1) / lmbda, log(x) at lmbda = 0."""
+    x, lmbda = _inexact(x, lmbda)
+    zero = lmbda == 0
+    safe = jnp.where(zero, 1.0, lmbda)
+    return jnp.where(zero, jnp.log(x), jnp.expm1(safe * jnp.log(x)) / safe)
+
+
+def boxcox1p(x, lmbda):
+    """boxcox(1 + x, lmbda), accurate for small x."""
+    x, lmbda = _inexact(x, lmbda)
+    zero = lmbda == 0
+    safe = jnp.where(zero, 1.0, lmbda)
+    return jnp.where(zero, jnp.log1p(x), jnp.expm1(safe * jnp.log1p(x)) / safe)
 
 
 # Stirling's series for log Gamma(x) - [(x - 1/2) log x - x + log(2 pi)/2]:
