@@ -60,6 +60,9 @@ from ._src.callback import pure_callback, effects_barrier  # noqa: E402
 from . import debug  # noqa: E402
 from . import experimental  # noqa: E402
 from . import ffi  # noqa: E402
+from . import tree  # noqa: E402
+from . import nn  # noqa: E402
+from . import scipy  # noqa: E402
 
 _array_methods.install()
 _ad.install_tracer_item()
@@ -89,5 +92,5 @@ __all__ = [
     "vmap", "jvp", "linearize", "vjp", "grad", "value_and_grad", "jacfwd", "jacrev", "hessian",
     "linear_transpose", "custom_jvp", "custom_vjp", "checkpoint", "remat", "closure_convert",
     "eval_shape", "errors", "sharding", "enable_x64", "disable_x64", "jacobian", "disable_jit",
-    "ensure_compile_time_eval", "test_util",
+    "ensure_compile_time_eval", "test_util", "tree", "nn", "scipy",
 ]
