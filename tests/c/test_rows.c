@@ -118,7 +118,7 @@ TEST(rows_every_accepted_dtype_has_a_kernel)
                 if (p->fields[k].kind == OLY_FIELD_INTS)
                     *(oly_ints *)f = (oly_ints){.n = variant, .v = {0}};
             }
-            for (int n = 0; n <= 3; n++) {
+            for (int n = 0; n <= 4; n++) { /* threefry2x32 has 4 */
                 if (p->n_in >= 0 && n != p->n_in) continue;
                 for (int t = 0; t < OLY_DTYPE_COUNT; t++)
                     for (int rank = 0; rank <= 1; rank++)
