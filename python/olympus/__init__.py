@@ -54,11 +54,13 @@ from . import test_util  # noqa: E402
 from . import sharding  # noqa: E402
 from . import numpy  # noqa: E402
 from . import lax  # noqa: E402
+from . import random  # noqa: E402
 from ._src import array_methods as _array_methods  # noqa: E402
 from ._src.callback import pure_callback, effects_barrier  # noqa: E402
 from . import debug  # noqa: E402
 from . import experimental  # noqa: E402
 from . import ffi  # noqa: E402
+from . import extend  # noqa: E402
 
 _array_methods.install()
 jacobian = jacrev  # JAX's name for reverse-mode jacobians
