@@ -8,7 +8,6 @@
 #include "test.h"
 #include "testutil.h"
 
-#include "cpu/simd.h"
 #include "trans/trans.h"
 
 /* Threefry-2x32-20 one pair at a time, written from the specification
@@ -110,21 +109,22 @@ static void check_against_reference(int64_t n, unsigned bmask, uint32_t seed)
     oly_array_release(out[1]);
 }
 
-/* Lengths around the eight-lane vector (tails of every size) and every
- * pattern of broadcast operands, on the AVX2 loop (where the CPU has it) and
- * on the generic one. */
+/* src/cpu/random.c: 0 the best loop the CPU has, 1 the portable one, 2 AVX2 at most. */
+extern int oly__cpu_threefry_loop_cap;
+
+/* Lengths around the 32-lane step (tails of every size) and every pattern of
+ * broadcast operands, on each loop this CPU can run (AVX-512, AVX2, portable). */
 TEST(random_threefry_matches_reference)
 {
-    int saved = atomic_load(&oly__cpu_simd_state);
-    for (int mode = 0; mode < 2; mode++) {
-        if (mode == 1) atomic_store(&oly__cpu_simd_state, 2); /* generic loop */
-        static const int64_t lens[] = {1, 2, 7, 8, 9, 15, 16, 17, 31, 64, 100};
+    for (int cap = 0; cap < 3; cap++) {
+        oly__cpu_threefry_loop_cap = cap;
+        static const int64_t lens[] = {1, 2, 7, 8, 9, 31, 32, 33, 64, 100, 131};
         for (int li = 0; li < OLY_ARRAY_LEN(lens); li++)
             for (unsigned bmask = 0; bmask < 16; bmask++)
                 if (bmask != 15 || lens[li] == 1)
                     check_against_reference(lens[li], bmask, (uint32_t)(li * 16 + bmask));
     }
-    atomic_store(&oly__cpu_simd_state, saved);
+    oly__cpu_threefry_loop_cap = 0;
 }
 
 /* A rank-0 key against a block of counters: every lane gets the KAT answer. */
