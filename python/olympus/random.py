@@ -89,6 +89,8 @@ def _jit(*static):
 
         @functools.wraps(f)
         def wrapper(*args, **kwargs):
+            # array-likes given as lists are arrays (jit would see pytrees)
+            args = tuple(jnp.asarray(a) if isinstance(a, (list, tuple)) else a for a in args)
             if _any_tracer(args, [v for k, v in kwargs.items() if k not in static]):
                 return f(*args, **kwargs)
             mode = _partitionable()  # one cache per layout
@@ -176,6 +178,8 @@ def _const(x, v):
 
 
 def _convert(x, dt):
+    if isinstance(x, (list, tuple)):  # under jit: a list of tracers
+        x = jnp.asarray(x)
     return lax.convert_element_type(x, dt)
 
 

@@ -52,6 +52,10 @@
  * step runs U independent vectors of W lanes. With both keys broadcast (one
  * key against a block of counters, the common case) the key schedule is held
  * once; otherwise each vector has its own. */
+/* Tests pin a loop here (0: the best this CPU has; 1: the portable one; 2:
+ * AVX2 at most), to check every variant on one machine. Not for threads. */
+int oly__cpu_threefry_loop_cap;
+
 #if defined(__GNUC__)
 enum { W = 8, STEP = 4 * W };
 typedef uint32_t u32xw __attribute__((vector_size(4 * W)));
@@ -162,10 +166,6 @@ __attribute__((target("avx2,avx512f,avx512vl"))) static void general_avx512 LOOP
 #endif
 
 typedef void loop_fn LOOP_PARAMS;
-
-/* Tests pin a loop here (0: the best this CPU has; 1: the portable one; 2:
- * AVX2 at most), to check every variant on one machine. */
-int oly__cpu_threefry_loop_cap;
 
 /* The loop for this CPU: AVX-512 (a rotate instruction) or AVX2 where present
  * and OLYMPUS_NO_SIMD is unset, else the portable vector code. */

@@ -39,7 +39,8 @@ def test_threefry_known_answers(key, ctr, want):
 def test_threefry_known_answer_broadcast(n):
     """A block of n equal counter pairs (JAX's large-input KAT), jitted too."""
     key, ctr, want = KATS[2]
-    count = jnp.concatenate([jnp.full((n,), ctr[0], jnp.uint32), jnp.full((n,), ctr[1], jnp.uint32)])
+    count = jnp.concatenate([jnp.full((n,), ctr[0], jnp.uint32),
+                             jnp.full((n,), ctr[1], jnp.uint32)])
     k = (np.uint32(key[0]), np.uint32(key[1]))
     for f in (xrandom.threefry_2x32, olympus.jit(xrandom.threefry_2x32)):
         out = np.asarray(f(k, count))
@@ -329,6 +330,8 @@ def test_explicit_dtypes(x64):
     assert random.categorical(k, jnp.zeros((2, 5)), shape=(3, 2)).shape == (3, 2)
     assert random.choice(k, 5, (3,)).shape == (3,)
     assert random.uniform(k, (0,)).shape == (0,)
+    assert random.gamma(k, [0.5, 2.0]).shape == (2,)  # lists are arrays
+    assert random.dirichlet(k, [0.5, 0.5]).shape == (2,)
     u16 = np.asarray(random.uniform(k, (4000,), jnp.float16))
     assert u16.min() >= 0 and u16.max() < 1
     if x64:
