@@ -745,6 +745,33 @@ def numpy_side(fn, *arrays):
     return prepare
 
 
+def oly_random_normal(n):
+    """olympus.random.normal f32[n] from one key (jitted; the key fixed)."""
+    def prepare():
+        olympus, _ = oly()
+        random = olympus.random
+        key = random.PRNGKey(0)
+        f = olympus.jit(lambda k: random.normal(k, (n,)))
+        _block(f(key))
+
+        def run(m):
+            for _ in range(m):
+                _block(f(key))
+        return Side(run, note="threefry2x32 + erf_inv, JAX's bits")
+    return prepare
+
+
+def numpy_standard_normal(n):
+    def prepare():
+        g = np.random.default_rng(0)
+
+        def run(m):
+            for _ in range(m):
+                g.standard_normal(n, dtype=np.float32)
+        return Side(run)
+    return prepare
+
+
 def c_chain_floor():
     fl = floor_mod()
     out = np.empty_like(X1M)
@@ -866,6 +893,9 @@ def make_rows(args):
     rows.append(Row("rfft-1M-f32", "5", "rfft f32[1M]",
                     oly_jit_side(lambda jnp: jnp.fft.rfft, X1M), "NumPy",
                     numpy_side(np.fft.rfft, X1M), 1.1, "<=1.1x NumPy", rtol=1e-3))
+    rows.append(Row("random-normal-10M", "5", "random.normal f32[10M]",
+                    oly_random_normal(10**7), "NumPy Generator.standard_normal",
+                    numpy_standard_normal(10**7), 1.1, "<=1.1x NumPy"))
     for n in (256, 1024):
         a, b = MATS[n]
         rows.append(Row(f"matmul-{n}", "5", f"matmul f32[{n},{n}]",

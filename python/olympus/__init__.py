@@ -54,6 +54,7 @@ from . import test_util  # noqa: E402
 from . import sharding  # noqa: E402
 from . import numpy  # noqa: E402
 from . import lax  # noqa: E402
+from . import random  # noqa: E402
 from ._src import array_methods as _array_methods  # noqa: E402
 from ._src import ad as _ad  # noqa: E402
 from ._src.callback import pure_callback, effects_barrier  # noqa: E402
@@ -63,6 +64,7 @@ from . import ffi  # noqa: E402
 from . import tree  # noqa: E402
 from . import nn  # noqa: E402
 from . import scipy  # noqa: E402
+from . import extend  # noqa: E402
 
 _array_methods.install()
 _ad.install_tracer_item()

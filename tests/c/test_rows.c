@@ -122,7 +122,7 @@ TEST(rows_every_accepted_dtype_has_a_kernel)
             /* fft's lengths must match the operand's trailing dim: (3) (type
              * FFT; test_fft.c walks every type and dtype) */
             if (p == &oly__prim_fft && variant) ((oly_params_fft *)params)->fft_lengths.v[0] = 3;
-            for (int n = 0; n <= 3; n++) {
+            for (int n = 0; n <= 4; n++) { /* threefry2x32 has 4 */
                 if (p->n_in >= 0 && n != p->n_in) continue;
                 for (int t = 0; t < OLY_DTYPE_COUNT; t++)
                     for (int rank = 0; rank <= 1; rank++)

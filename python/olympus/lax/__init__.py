@@ -176,6 +176,13 @@ zeta = _binary("zeta")                        # Hurwitz zeta(x, q)
 
 
 @_export
+def threefry2x32(key0, key1, x0, x1):
+    """(y0, y1): the Threefry-2x32 (20 rounds) hash of counters (x0, x1) under key
+    (key0, key1); uint32 operands of one shape, rank-0 ones broadcast."""
+    return _core.bind("threefry2x32", (key0, key1, x0, x1), None)
+
+
+@_export
 def select_n(which, *cases):
     """cases[which] elementwise: which is bool (two cases) or int32."""
     if not cases:
