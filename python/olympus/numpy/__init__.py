@@ -72,3 +72,5 @@ def iscomplexobj(x):
 
 def isrealobj(x):
     return not iscomplexobj(x)
+
+from olympus.numpy import linalg  # noqa: E402,F401 (jnp.linalg)
