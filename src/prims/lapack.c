@@ -708,7 +708,7 @@ static oly_status eigh_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom 
 /* ---------------------------------------------------------------- svd */
 
 /* JAX's _svd_jvp_rule, on the reduced factorisation (full_matrices is only
- * differentiable for a square matrix, where it is the same). */
+ * differentiable for a square matrix, where the shapes are the same). */
 static oly_status svd_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
                           const oly_atom *tangent, const bool *tan_nz, oly_atom *primal_out,
                           oly_atom *tangent_out, bool *out_nz)
@@ -723,11 +723,18 @@ static oly_status svd_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *
         return unimplemented("svd", "the singular vectors with full_matrices=True of a "
                                     "non-square matrix",
                              &a);
-    oly_params_svd red = {.full_matrices = false, .compute_uv = true};
+    /* The primal is the equation itself (another LAPACK path would round
+     * differently); without compute_uv the vectors come from a second svd
+     * (singular values are sorted, so both list them alike). */
     oly_atom res[3];
-    OLY_TRY(oly__emit(b, &oly__prim_svd, primal, 1, &red, NULL, 0, res));
-    oly_atom s = res[0], U = res[1], Vt = res[2], dA = tangent[0];
-    primal_out[0] = s;
+    OLY_TRY(oly__emit_eqn(b, eqn, primal, primal_out));
+    if (p->compute_uv) {
+        for (int j = 0; j < 3; j++) res[j] = primal_out[j];
+    } else {
+        oly_params_svd red = {.full_matrices = false, .compute_uv = true};
+        OLY_TRY(oly__emit(b, &oly__prim_svd, primal, 1, &red, NULL, 0, res));
+    }
+    oly_atom s = primal_out[0], U = res[1], Vt = res[2], dA = tangent[0];
     out_nz[0] = true;
     oly_atom Ut, V, dS, ds;
     OLY_TRY(mH(b, U, &Ut));
@@ -737,8 +744,6 @@ static oly_status svd_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *
     OLY_TRY(diag(b, dS, &ds));
     OLY_TRY(to(b, ds, rt, &tangent_out[0]));
     if (!p->compute_uv) return OLY_OK;
-    primal_out[1] = U;
-    primal_out[2] = Vt;
     out_nz[1] = out_nz[2] = true;
     oly_aval kk = reshaped(&a, rt, k, k);
     oly_atom srow, scol, sd, sd2, er, F, Fc, srowc, scolc, dSS, SdS, t1, t2;
@@ -809,7 +814,9 @@ static oly_status svd_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *
 /* ---------------------------------------------------------------- eig */
 
 /* Eigenvalues only (as JAX): w'[i] = vl_i^H a' vr_i / (vl_i^H vr_i), from
- * one eig with both sets of eigenvectors. */
+ * one eig with both sets of eigenvectors, whose w is the primal too: a second
+ * eig for w alone could round differently and, with no canonical order of
+ * complex eigenvalues, list them differently from the vectors. */
 static oly_status eig_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
                           const oly_atom *tangent, const bool *tan_nz, oly_atom *primal_out,
                           oly_atom *tangent_out, bool *out_nz)
