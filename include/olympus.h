@@ -390,8 +390,9 @@ typedef struct oly_params_dot_general {
  *     [..,m]): a[permutation] = l u (l unit lower, packed with u); no params.
  *   qr(a) -> (q, r): full_matrices gives q [..,m,m], r [..,m,n]; else
  *     q [..,m,k], r [..,k,n] with k = min(m, n).
- *   eigh(a [..,n,n]) -> (v, w real [..,n]): a v = v diag(w), w ascending;
- *     lower says which triangle of a is read.
+ *   eigh(a [..,n,n]) -> (v, w real [..,n]): a v = v diag(w), w ascending
+ *     (LAPACK sorts, so sort_eigenvalues=False gives them sorted too); lower
+ *     says which triangle of a is read.
  *   svd(a) -> (s real [..,k], u, vh) (only s without compute_uv): a = u
  *     diag(s) vh, s descending; u [..,m,m] and vh [..,n,n] with full_matrices.
  *   eig(a [..,n,n]) -> (w complex [..,n], vl if compute_left_eigenvectors, vr
