@@ -806,6 +806,18 @@ C1M = (X1M + 1j * Y1M).astype(np.complex64)
 MATS = {n: (_rng.standard_normal((n, n)).astype(np.float32),
             _rng.standard_normal((n, n)).astype(np.float32)) for n in (256, 1024)}
 
+# linalg at 512 f32: a well-conditioned general matrix (randn / sqrt(n) + 2 I),
+# a symmetric positive definite one, a right-hand side
+_LA = _rng.standard_normal((512, 512)).astype(np.float32) / np.float32(512 ** 0.5)
+LA_GEN = (_LA + 2 * np.eye(512, dtype=np.float32)).astype(np.float32)
+LA_SPD = (_LA @ _LA.T + np.eye(512, dtype=np.float32)).astype(np.float32)
+LA_RHS = _rng.standard_normal((512,)).astype(np.float32)
+
+
+def _scipy_linalg():
+    import scipy.linalg
+    return scipy.linalg
+
 
 # ---------------------------------------------------------------- rows
 
@@ -901,6 +913,23 @@ def make_rows(args):
         rows.append(Row(f"matmul-{n}", "5", f"matmul f32[{n},{n}]",
                         oly_jit_side(lambda jnp: jnp.matmul, a, b), "NumPy",
                         numpy_side(np.matmul, a, b), 1 / 0.9, ">=0.9x NumPy", rtol=1e-3))
+    # linalg (LAPACK through OpenBLAS on both sides): solve, cholesky, svd
+    la_t = (1.1, "<=1.1x")
+    sp = _scipy_linalg()
+    la_rows = [
+        ("solve", "solve f32[512,512] x = b", lambda jnp: jnp.linalg.solve, (LA_GEN, LA_RHS),
+         np.linalg.solve, lambda a, b: sp.solve(a, b, check_finite=False), 1e-4),
+        ("cholesky", "cholesky f32[512,512]", lambda jnp: jnp.linalg.cholesky, (LA_SPD,),
+         np.linalg.cholesky, lambda a: sp.cholesky(a, lower=True, check_finite=False), 1e-4),
+        ("svd", "svd f32[512,512] (u, s, vh; s compared)",
+         lambda jnp: (lambda a: jnp.linalg.svd(a)[1]), (LA_GEN,),
+         lambda a: np.linalg.svd(a)[1], lambda a: sp.svd(a, check_finite=False)[1], 1e-3),
+    ]
+    for rid, name, ofn, arrs, npf, spf, tol in la_rows:
+        rows.append(Row(f"{rid}-512-numpy", "5", name, oly_jit_side(ofn, *arrs), "NumPy",
+                        numpy_side(npf, *arrs), *la_t, rtol=tol))
+        rows.append(Row(f"{rid}-512-scipy", "5", name, oly_jit_side(ofn, *arrs), "SciPy",
+                        numpy_side(spf, *arrs), *la_t, rtol=tol))
     # 6: host_callback taps, delivered to the tap function
     rows.append(Row("tap-f32[]-floor", "6", "id_tap f32[] (fori_loop)", oly_taps_fori,
                     "C->Python floor", floor_void_scalar, None, "goal >=1M taps/s"))

@@ -393,6 +393,35 @@ typedef struct oly_params_fft { int fft_type; oly_ints fft_lengths; } oly_params
 typedef struct oly_params_dot_general {
     oly_ints lhs_contracting, rhs_contracting, lhs_batch, rhs_batch;
 } oly_params_dot_general;
+/* Matrix factorisations (JAX's lax.linalg primitives), on f32/f64/c64/c128
+ * operands [..., m, n] batched over the leading dims. A failed factorisation
+ * (not positive definite, no convergence) gives NaNs, as JAX does.
+ *   cholesky(a [..,n,n]) -> l: the lower factor of a = l l^H (a's lower
+ *     triangle is read); no params.
+ *   triangular_solve(a, b): x with op(a) x = b (left_side) or x op(a) = b;
+ *     op conjugates / transposes as asked; a's lower or upper triangle is read,
+ *     its diagonal taken as ones with unit_diagonal.
+ *   lu(a [..,m,n]) -> (lu, pivots int32 [..,min(m,n)], permutation int32
+ *     [..,m]): a[permutation] = l u (l unit lower, packed with u); no params.
+ *   qr(a) -> (q, r): full_matrices gives q [..,m,m], r [..,m,n]; else
+ *     q [..,m,k], r [..,k,n] with k = min(m, n).
+ *   eigh(a [..,n,n]) -> (v, w real [..,n]): a v = v diag(w), w ascending
+ *     (LAPACK sorts, so sort_eigenvalues=False gives them sorted too); lower
+ *     says which triangle of a is read.
+ *   svd(a) -> (s real [..,k], u, vh) (only s without compute_uv): a = u
+ *     diag(s) vh, s descending; u [..,m,m] and vh [..,n,n] with full_matrices.
+ *   eig(a [..,n,n]) -> (w complex [..,n], vl if compute_left_eigenvectors, vr
+ *     if compute_right_eigenvectors): complex eigenvectors as columns, unit
+ *     norm (LAPACK's geev). */
+typedef struct oly_params_triangular_solve {
+    bool left_side, lower, transpose_a, conjugate_a, unit_diagonal;
+} oly_params_triangular_solve;
+typedef struct oly_params_qr { bool full_matrices; } oly_params_qr;
+typedef struct oly_params_eigh { bool lower, sort_eigenvalues; } oly_params_eigh;
+typedef struct oly_params_svd { bool full_matrices, compute_uv; } oly_params_svd;
+typedef struct oly_params_eig {
+    bool compute_left_eigenvectors, compute_right_eigenvectors;
+} oly_params_eig;
 /* pjit: a call of the nested program eqn->sub[0]; name is for printing.
  * n_out (hidden) must equal sub[0]'s output count: the binder sets it, since
  * the output count is computed from params alone. */

@@ -129,3 +129,4 @@ def isrealobj(x):
 
 
 from olympus.numpy import fft  # noqa: E402,F401 (jnp.fft: the FFT functions)
+from olympus.numpy import linalg  # noqa: E402,F401 (jnp.linalg)
