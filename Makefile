@@ -111,6 +111,7 @@ test: deps
 	$(MAKE) test-c
 	$(MAKE) test-python
 	PYTHONPATH=$(CURDIR)/python OLYMPUS_EXT_DIR=$(CURDIR)/$(BUILD) $(PY) examples/external_callbacks.py > /dev/null
+	PYTHONPATH=$(CURDIR)/python OLYMPUS_EXT_DIR=$(CURDIR)/$(BUILD) $(PY) examples/catalyst_callbacks.py > /dev/null
 
 demo: deps
 	$(MAKE) all
