@@ -112,6 +112,7 @@ test: deps
 	$(MAKE) test-python
 	PYTHONPATH=$(CURDIR)/python OLYMPUS_EXT_DIR=$(CURDIR)/$(BUILD) $(PY) examples/external_callbacks.py > /dev/null
 	PYTHONPATH=$(CURDIR)/python OLYMPUS_EXT_DIR=$(CURDIR)/$(BUILD) $(PY) examples/catalyst_callbacks.py > /dev/null
+	PYTHONPATH=$(CURDIR)/python OLYMPUS_EXT_DIR=$(CURDIR)/$(BUILD) $(PY) examples/mlp.py > /dev/null
 
 demo: deps
 	$(MAKE) all

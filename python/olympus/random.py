@@ -1758,51 +1758,11 @@ def _triangular_jit(key, left, mode, right, shape, dtype):
 
 # ------------------------------------------------------------------ linear algebra
 
-def _linalg():
-    """olympus.numpy.linalg where this tree has it, else None."""
-    return getattr(jnp, "linalg", None)
-
-
-def _cholesky(a):
-    """Lower Cholesky factor of a (..., n, n), column by column in olympus.numpy
-    (used while olympus.numpy.linalg is absent)."""
-    la = _linalg()
-    if la is not None and hasattr(la, "cholesky"):
-        return la.cholesky(a)
-    n = a.shape[-1]
-    cols = []  # cols[j]: column j of L, (..., n), zero above the diagonal
-    for j in range(n):
-        row_j = [c[..., j] for c in cols]  # L[..., j, :j]
-        s = a[..., j, j]
-        for v in row_j:
-            s = s - v * v
-        djj = jnp.sqrt(s)
-        below = a[..., j + 1:, j]
-        for k, v in enumerate(row_j):
-            below = below - cols[k][..., j + 1:] * v[..., None]
-        below = below / djj[..., None]
-        parts = [jnp.zeros(tuple(a.shape[:-2]) + (j,), a.dtype), djj[..., None], below]
-        cols.append(jnp.concatenate(parts, axis=-1))
-    return jnp.stack(cols, axis=-1)
-
-
-def _qr_q(z):
-    """Q of the QR factorisation of z (..., m, k), m >= k, with R's diagonal
-    positive: modified Gram-Schmidt (used while olympus.numpy.linalg is absent;
-    the factorisation with that sign convention is unique)."""
-    qs = []
-    for j in range(z.shape[-1]):
-        v = z[..., :, j]
-        for q in qs:
-            v = v - jnp.sum(jnp.conj(q) * v, axis=-1, keepdims=True) * q
-        nrm = jnp.sqrt(jnp.sum(jnp.real(jnp.conj(v) * v), axis=-1, keepdims=True))
-        qs.append(v / nrm.astype(v.dtype))
-    return jnp.stack(qs, axis=-1)
-
-
 def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky"):
-    """Multivariate normal vectors: mean + factor @ normal, factor the Cholesky
-    factor of cov (method 'eigh' / 'svd' need olympus.numpy.linalg)."""
+    """Multivariate normal vectors mean + factor @ z, z standard normal, as JAX:
+    factor @ factor^T = cov with factor the Cholesky factor of cov (method
+    'cholesky'), v sqrt(w) from cov's eigendecomposition ('eigh'), or
+    u sqrt(s) from its SVD ('svd', which also takes a singular cov)."""
     base, _ = _check_prng_key("multivariate_normal", key)
     if method not in {"svd", "eigh", "cholesky"}:
         raise ValueError("method must be one of {'svd', 'eigh', 'cholesky'}")
@@ -1826,29 +1786,28 @@ def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky
     else:
         shape = _canon_shape(shape)
         _check_shape("normal", shape, tuple(mean.shape[:-1]), tuple(cov.shape[:-2]))
-    if method != "cholesky" and (_linalg() is None or not hasattr(_linalg(), method)):
-        raise NotImplementedError(f"multivariate_normal(method={method!r}) needs "
-                                  "olympus.numpy.linalg; use method='cholesky'")
     return _mvn_jit(base, mean, cov, shape=shape, dtype=dt, method=method)
 
 
 @_jit("shape", "dtype", "method")
 def _mvn_jit(key, mean, cov, shape, dtype, method):
     if method == "svd":
-        u, s, _ = _linalg().svd(cov)
+        u, s, _ = jnp.linalg.svd(cov)
         factor = u * jnp.sqrt(s[..., None, :])
     elif method == "eigh":
-        w, v = _linalg().eigh(cov)
+        w, v = jnp.linalg.eigh(cov)
         factor = v * jnp.sqrt(w[..., None, :])
     else:
-        factor = _cholesky(cov)
+        factor = jnp.linalg.cholesky(cov)
     normal_samples = _normal(key, shape + tuple(mean.shape[-1:]), dtype)
     return mean + jnp.einsum("...ij,...j->...i", factor, normal_samples)
 
 
 def orthogonal(key, n, shape=(), dtype=None, m=None):
     """Matrices uniform on O(n) (U(n) for complex dtypes), shape + (n, m); with
-    m != n semi-orthogonal (orthonormal rows if n <= m, columns if m <= n)."""
+    m != n semi-orthogonal (orthonormal rows if n <= m, columns if m <= n).
+    As JAX: the Q of the QR factorisation of a normal draw, its columns'
+    signs (phases) chosen so that R's diagonal is positive."""
     base, _ = _check_prng_key("orthogonal", key)
     dt = _dt.default_float() if dtype is None else _dt.canonicalize(dtype)
     shape = _canon_shape(shape)
@@ -1860,13 +1819,9 @@ def orthogonal(key, n, shape=(), dtype=None, m=None):
 @_jit("n", "m", "shape", "dtype")
 def _orthogonal_jit(key, n, m, shape, dtype):
     z = _normal(key, (*shape, max(n, m), min(n, m)), dtype)
-    la = _linalg()
-    if la is not None and hasattr(la, "qr"):
-        q, r = la.qr(z)
-        d = jnp.diagonal(r, axis1=-2, axis2=-1)
-        x = q * jnp.expand_dims(jnp.sign(d), -2)
-    else:
-        x = _qr_q(z)
+    q, r = jnp.linalg.qr(z)
+    d = jnp.diagonal(r, axis1=-2, axis2=-1)
+    x = q * jnp.expand_dims(jnp.sign(d), -2)   # R's diagonal made positive: Haar measure
     if n < m:
         return jnp.swapaxes(x, -1, -2)
     return x

@@ -1,7 +1,7 @@
 """jnp.einsum / einsum_path, convolve / correlate and the polynomial functions
-against NumPy: values and dtypes (x64 off and on), eagerly, under jit and vmap,
-gradients against finite differences, the contraction order the path search
-picks, and the messages for bad subscripts."""
+(polyfit and roots included) against NumPy: values and dtypes (x64 off and
+on), eagerly, under jit and vmap, gradients against finite differences, the
+contraction order the path search picks, and the messages for bad subscripts."""
 import re
 
 import numpy as np
@@ -571,8 +571,15 @@ def test_poly_from_roots(x64, mode):
     # complex roots give complex coefficients, also for conjugate pairs (NumPy: real)
     z = np.array([1j, -1j, 2.0])
     check(jnp.poly(z), np.poly(z).astype(np.complex128), canon(np.complex128))
-    with pytest.raises(NotImplementedError, match="eigenvalues"):
-        jnp.poly(np.eye(2))
+
+
+def test_poly_of_a_matrix(x64):
+    """The characteristic polynomial, through the eigenvalues: complex
+    coefficients (as JAX; NumPy drops a zero imaginary part)."""
+    m = np.array([[1.0, 2.0, 0.5], [3.0, 4.0, -1.0], [0.0, 2.0, 1.5]])
+    check(jnp.poly(m), np.poly(m).astype(np.complex128), canon(np.complex128), rtol=1e-4)
+    rot = np.array([[0.0, -1.0], [1.0, 0.0]])     # eigenvalues +-i: x^2 + 1
+    check(jnp.poly(rot), np.array([1.0, 0.0, 1.0], np.complex128), canon(np.complex128))
 
 
 def test_poly_grad():
@@ -612,3 +619,140 @@ def test_polydiv_grad():
     with olympus.enable_x64():
         check_grads(lambda u, v: jnp.polydiv(u, v), (np.array([1.0, 2.0, 3.0, 4.0]),
                                                      np.array([2.0, 1.0])), order=1)
+
+
+# ------------------------------------------------------------------ polyfit
+
+def _fit_data(n=25, k=None):
+    rng = np.random.default_rng(11)
+    x = np.sort(rng.uniform(-2, 3, n))
+    y = 0.5 * x ** 3 - 2 * x + 1 + 0.1 * rng.standard_normal(n)
+    if k is not None:
+        y = np.stack([y * (j + 1) + j * x for j in range(k)], axis=1)
+    return x, y
+
+
+@pytest.mark.parametrize("deg", [0, 1, 3, 5])
+def test_polyfit_matches_numpy(deg, x64):
+    x, y = _fit_data()
+    dt = canon(np.float64)
+    tol = dict(rtol=1e-10, atol=1e-10) if x64 else dict(rtol=2e-3, atol=2e-3)
+    check(jnp.polyfit(x.astype(dt), y.astype(dt), deg), np.polyfit(x, y, deg), dt, **tol)
+    jitted = olympus.jit(jnp.polyfit, static_argnums=2)
+    check(jitted(x.astype(dt), y.astype(dt), deg), np.polyfit(x, y, deg), dt, **tol)
+    # an exact polynomial comes back
+    p = np.array([0.25, -0.5, 2.0, -1.0, 0.5, 3.0])[-deg - 1:]
+    check(jnp.polyfit(x, np.polyval(p, x), deg), p, dt, **tol)
+
+
+def test_polyfit_2d_weights_full_and_cov():
+    olympus.config.update("olympus_enable_x64", True)
+    x, Y = _fit_data(k=3)
+    w = np.linspace(0.5, 2.0, x.size)
+    tol = dict(rtol=1e-10, atol=1e-12)
+    check(jnp.polyfit(x, Y, 2), np.polyfit(x, Y, 2), np.float64, **tol)
+    check(jnp.polyfit(x, Y[:, 0], 3, w=w), np.polyfit(x, Y[:, 0], 3, w=w), np.float64, **tol)
+    check(jnp.polyfit(x, Y, 3, w=w), np.polyfit(x, Y, 3, w=w), np.float64, **tol)
+    got, want = jnp.polyfit(x, Y, 3, full=True), np.polyfit(x, Y, 3, full=True)
+    assert len(got) == 5
+    for g, v in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), v, **tol)
+    for y in (Y[:, 1], Y):
+        for kind in (True, "unscaled"):
+            c, V = jnp.polyfit(x, y, 2, w=w, cov=kind)
+            c_want, V_want = np.polyfit(x, y, 2, w=w, cov=kind)
+            check(c, c_want, np.float64, **tol)
+            check(V, V_want, np.float64, **tol)
+    # rcond drops the small singular values: a degree far too high for 4 points
+    xs = np.array([0.0, 1.0, 2.0, 3.0])
+    c, _, rank, _, rcond = jnp.polyfit(xs, xs ** 2, 5, full=True, rcond=1e-3)
+    assert int(rank) == 4 and float(rcond) == 1e-3
+    np.testing.assert_allclose(np.polyval(np.asarray(c), xs), xs ** 2, atol=1e-10)
+
+
+def test_polyfit_grad_and_errors():
+    olympus.config.update("olympus_enable_x64", True)
+    x, y = _fit_data(n=8)
+    # the fit is linear in y: its gradient is a row of the pseudo-inverse
+    g = olympus.grad(lambda v: jnp.polyfit(x, v, 2)[0])(y)
+    np.testing.assert_allclose(g, np.linalg.pinv(np.vander(x, 3))[0], rtol=1e-9, atol=1e-12)
+    check_grads(lambda v: jnp.polyfit(x, v, 2), (y,), order=1)
+    with pytest.raises(ValueError, match="deg >= 0"):
+        jnp.polyfit(x, y, -1)
+    with pytest.raises(TypeError, match="1D vector for x"):
+        jnp.polyfit(x[:, None], y, 1)
+    with pytest.raises(TypeError, match="same length"):
+        jnp.polyfit(x, y[:-1], 1)
+    with pytest.raises(TypeError, match="1D or 2D"):
+        jnp.polyfit(x, y[:, None, None], 1)
+    with pytest.raises(TypeError, match="weights"):
+        jnp.polyfit(x, y, 1, w=np.ones((8, 1)))
+    with pytest.raises(ValueError, match="exceed order"):
+        jnp.polyfit(x[:3], y[:3], 2, cov=True)
+    with pytest.raises(olympus.errors.ConcretizationTypeError, match="deg"):
+        olympus.jit(jnp.polyfit)(x, y, 2)
+
+
+# ------------------------------------------------------------------ roots
+
+def _sorted(r):
+    r = np.asarray(r)
+    return r[np.lexsort((np.round(r.imag, 6), np.round(r.real, 6)))]
+
+
+ROOTS = [[1.0, -6.0, 11.0, -6.0],            # 1, 2, 3
+         [1.0, 0.0, 1.0],                    # +-i
+         [2.0, -3.0, 0.0, 0.0],              # trailing zeros: roots at 0
+         [0.0, 0.0, 1.0, -3.0, 2.0],         # leading zeros are stripped
+         [1.0, 2.0, 3.0, 4.0, 5.0],
+         [3.0], [0.0, 5.0], []]
+
+
+@pytest.mark.parametrize("p", ROOTS, ids=[str(i) for i in range(len(ROOTS))])
+def test_roots_matches_numpy(p, x64):
+    want = np.roots(p) if len(p) else np.zeros(0)
+    got = jnp.roots(np.asarray(p, canon(np.float64)))
+    assert got.dtype == canon(np.complex128)
+    assert got.shape == want.shape
+    tol = dict(rtol=1e-10, atol=1e-10) if x64 else dict(rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(_sorted(got), _sorted(want.astype(np.complex128)), **tol)
+
+
+def test_roots_integer_and_complex_coefficients():
+    check(jnp.roots(np.array([1, -3, 2], np.int32)), np.array([2.0, 1.0]), np.complex64)
+    p = np.array([1.0, -1j, 2.0 + 1j], np.complex64)
+    got = jnp.roots(p)
+    assert got.dtype == np.complex64
+    np.testing.assert_allclose(_sorted(got), _sorted(np.roots(p.astype(np.complex128))),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_roots_without_stripping_under_jit():
+    """strip_zeros=False keeps len(p) - 1 roots, nan where a leading zero took
+    one away, and works under jit; strip_zeros=True needs a concrete p."""
+    p = np.array([0.0, 0.0, 1.0, -3.0, 2.0], np.float32)
+    for f in (lambda v: jnp.roots(v, strip_zeros=False),
+              olympus.jit(lambda v: jnp.roots(v, strip_zeros=False))):
+        got = np.asarray(f(p))
+        assert got.shape == (4,) and got.dtype == np.complex64
+        np.testing.assert_allclose(np.sort(got[:2].real), [1.0, 2.0], rtol=1e-5)
+        assert np.isnan(got[2:]).all() and np.all(got[:2].imag == 0)
+    got = np.asarray(jnp.roots(np.array([1.0, -1.0, 0.0]), strip_zeros=False))
+    np.testing.assert_allclose(np.sort(got.real), [0.0, 1.0], atol=1e-6)   # a real root at 0
+    assert np.isnan(np.asarray(jnp.roots(np.zeros(3), strip_zeros=False))).all()
+    with pytest.raises(olympus.errors.ConcretizationTypeError, match="strip_zeros=False"):
+        olympus.jit(jnp.roots)(p)
+    with pytest.raises(ValueError, match="rank-1"):
+        jnp.roots(np.ones((2, 2)))
+
+
+def test_roots_vmap_and_poly_round_trip():
+    olympus.config.update("olympus_enable_x64", True)
+    P = np.array([[1.0, -3.0, 2.0], [1.0, 0.0, -4.0], [2.0, 2.0, 1.0]])
+    got = olympus.vmap(lambda v: jnp.roots(v, strip_zeros=False))(P)
+    for g, p in zip(np.asarray(got), P):
+        np.testing.assert_allclose(_sorted(g), _sorted(np.roots(p).astype(complex)),
+                                   atol=1e-12)
+    r = np.array([0.5, -1.5, 2.0, 3.0])
+    np.testing.assert_allclose(_sorted(jnp.roots(jnp.poly(r))), _sorted(r.astype(complex)),
+                               atol=1e-10)

@@ -1,19 +1,17 @@
 """olympus.nn: activations against NumPy/SciPy formulas (float32 and float64),
 the derivatives JAX fixes by hand (relu at 0, softmax's stable JVP), masks,
 logsumexp against scipy.special, one_hot, standardize, dot_product_attention
-against a NumPy reference; nn.initializers against a stand-in olympus.random
-(shapes, dtypes, the fan arithmetic; real random draws are tested once
-olympus.random exists)."""
-import sys
-import types
-
+against a NumPy reference; nn.initializers on olympus.random: JAX's published
+values, shapes, dtypes, determinism per key, the variance of every
+variance_scaling mode and distribution against its formula (fixed keys, so the
+statistical bounds are deterministic), orthogonality and JAX's QR algorithm."""
 import numpy as np
 import pytest
 import scipy.special as sp
 
 import olympus
 import olympus.numpy as jnp
-from olympus import nn
+from olympus import nn, random
 from olympus.nn import initializers as init
 from olympus.test_util import check_grads
 
@@ -324,68 +322,142 @@ def test_dot_product_attention_against_numpy():
 
 # ------------------------------------------------------------------ initializers
 
-class _FakeRandom(types.ModuleType):
-    """A stand-in olympus.random: deterministic draws of the requested shape
-    and dtype, recording every call (the real module comes from another branch)."""
+KEY = random.PRNGKey(42)
 
-    def __init__(self):
-        super().__init__("olympus.random")
-        self.calls = []
-        self.rng = np.random.default_rng(5)
-
-    def _draw(self, shape, dtype, fill):
-        assert isinstance(shape, tuple) and all(isinstance(d, int) for d in shape), shape
-        dtype = np.dtype(dtype)
-        assert dtype in (np.float32, np.float64, np.float16), dtype
-        return jnp.asarray(fill(shape).astype(dtype))
-
-    def normal(self, key, shape=(), dtype=np.float32):
-        self.calls.append(("normal", key, shape, np.dtype(dtype)))
-        return self._draw(shape, dtype, self.rng.standard_normal)
-
-    def uniform(self, key, shape=(), dtype=np.float32, minval=0.0, maxval=1.0):
-        self.calls.append(("uniform", key, shape, np.dtype(dtype), minval, maxval))
-        return self._draw(shape, dtype, lambda s: np.full(s, maxval, np.float64))
-
-    def truncated_normal(self, key, lower, upper, shape=None, dtype=np.float32):
-        self.calls.append(("truncated_normal", key, lower, upper, shape, np.dtype(dtype)))
-        return self._draw(shape, dtype, lambda s: np.ones(s))
-
-    def split(self, key, num=2):
-        self.calls.append(("split", key, num))
-        return [f"{key}/{i}" for i in range(num)]
+# JAX's published values: jax.nn.initializers' docstring examples, each
+# initializer(jax.random.key(42), (2, 3), jnp.float32) (key(42) holds the bits
+# of PRNGKey(42)). The float32 QR rounds differently from XLA's in the last places.
+JAX_VALUES = [
+    ("uniform", init.uniform(10.0), [[7.298188, 8.691938, 8.7230015],
+                                     [2.0818567, 1.8662417, 5.5022564]]),
+    ("normal", init.normal(5.0), [[3.0613258, 5.6129413, 5.6866574],
+                                  [-4.063663, -4.4520254, 0.63115686]]),
+    ("truncated_normal", init.truncated_normal(5.0), [[2.9047365, 5.2338114, 5.29852],
+                                                      [-3.836303, -4.192359, 0.6022964]]),
+    ("glorot_uniform", init.glorot_uniform(), [[0.50350785, 0.8088631, 0.81566876],
+                                               [-0.6393332, -0.6865721, 0.11003882]]),
+    ("glorot_normal", init.glorot_normal(), [[0.41770416, 0.75262755, 0.7619329],
+                                             [-0.5516644, -0.6028657, 0.08661086]]),
+    ("lecun_uniform", init.lecun_uniform(), [[0.56293887, 0.90433645, 0.9119454],
+                                             [-0.71479625, -0.7676109, 0.12302713]]),
+    ("lecun_normal", init.lecun_normal(), [[0.46700746, 0.8414632, 0.8518669],
+                                           [-0.61677957, -0.67402434, 0.09683388]]),
+    ("he_uniform", init.he_uniform(), [[0.79611576, 1.2789248, 1.2896855],
+                                       [-1.0108745, -1.0855657, 0.17398663]]),
+    ("he_normal", init.he_normal(), [[0.6604483, 1.1900088, 1.2047218],
+                                     [-0.87225807, -0.95321447, 0.1369438]]),
+    ("orthogonal", init.orthogonal(), [[3.9026976e-01, 7.2495741e-01, -5.6756169e-01],
+                                       [8.8047469e-01, -4.7409311e-01, -1.3157725e-04]]),
+]
 
 
-@pytest.fixture
-def fake_random(monkeypatch):
-    fake = _FakeRandom()
-    monkeypatch.setitem(sys.modules, "olympus.random", fake)
-    monkeypatch.setattr(olympus, "random", fake, raising=False)
-    return fake
+@pytest.mark.parametrize("name,make,want", JAX_VALUES, ids=[v[0] for v in JAX_VALUES])
+def test_initializers_match_jax_published_values(name, make, want):
+    got = make(KEY, (2, 3), jnp.float32)
+    assert got.shape == (2, 3) and got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)
+
+
+def test_delta_orthogonal_matches_jax_published_value():
+    w = np.array(init.delta_orthogonal()(KEY, (3, 3, 3), jnp.float32))
+    want = [[0.27858758, -0.7949833, -0.53887904], [0.9120717, 0.04322892, 0.40774566],
+            [-0.30085585, -0.6050892, 0.73712474]]
+    np.testing.assert_allclose(w[1], want, rtol=2e-6, atol=1e-6)
+    w[1] = 0
+    assert not np.any(w)
 
 
 def test_constant_initializers():
-    z = init.zeros("k", (2, 3))
+    z = init.zeros(KEY, (2, 3))
     assert z.shape == (2, 3) and z.dtype == np.float32 and not np.any(np.asarray(z))
-    o = init.ones("k", (4,), jnp.float16)
+    o = init.ones(KEY, (4,), jnp.float16)
     assert o.dtype == np.float16 and np.all(np.asarray(o) == 1)
-    c = init.constant(-7.0, jnp.int32)("k", (2, 2))
+    c = init.constant(-7.0, jnp.int32)(KEY, (2, 2))
     assert c.dtype == np.int32 and np.all(np.asarray(c) == -7)
-    assert init.constant(2.5)("k", (1,), jnp.float64).dtype == np.float32   # x64 off
+    assert init.constant(2.5)(KEY, (1,), jnp.float64).dtype == np.float32   # x64 off
     assert isinstance(init.zeros, init.Initializer)
     assert isinstance(init.glorot_uniform(), init.Initializer)
 
 
-def test_simple_random_initializers(fake_random):
-    u = init.uniform(3.0)("key0", (2, 5))
-    assert u.shape == (2, 5) and u.dtype == np.float32
-    np.testing.assert_allclose(u, 3.0)     # the fake's maxval, times scale
-    assert fake_random.calls[-1] == ("uniform", "key0", (2, 5), np.float32, 0.0, 1.0)
-    n = init.normal(0.5, jnp.float16)("key1", [3])
-    assert n.shape == (3,) and n.dtype == np.float16
-    t = init.truncated_normal(2.0, lower=-1.0, upper=3.0)("key2", (4,))
-    np.testing.assert_allclose(t, 2.0)
-    assert fake_random.calls[-1] == ("truncated_normal", "key2", -1.0, 3.0, (4,), np.float32)
+RANDOM_INITS = [
+    ("uniform", init.uniform()), ("normal", init.normal()),
+    ("truncated_normal", init.truncated_normal()), ("glorot_uniform", init.glorot_uniform()),
+    ("glorot_normal", init.glorot_normal()), ("lecun_uniform", init.lecun_uniform()),
+    ("lecun_normal", init.lecun_normal()), ("he_uniform", init.he_uniform()),
+    ("he_normal", init.he_normal()), ("orthogonal", init.orthogonal()),
+    ("variance_scaling", init.variance_scaling(0.5, "fan_geo_avg", "normal")),
+]
+
+
+@pytest.mark.parametrize("name,make", RANDOM_INITS, ids=[r[0] for r in RANDOM_INITS])
+def test_random_initializers_shapes_dtypes_and_determinism(name, make, x64):
+    shape = (4, 6)
+    default = np.float64 if x64 else np.float32
+    out = make(KEY, shape)
+    assert out.shape == shape and out.dtype == default
+    assert make(KEY, [4, 6], jnp.float32).dtype == np.float32
+    assert make(KEY, (3, 2, 5)).shape == (3, 2, 5)
+    assert make(KEY, shape, jnp.float64).dtype == default   # canonicalised by x64
+    # the same key gives the same values, eagerly and under jit; another key does not
+    np.testing.assert_array_equal(make(KEY, shape), out)
+    np.testing.assert_array_equal(olympus.jit(lambda k: make(k, shape))(KEY), out)
+    other = np.asarray(make(random.PRNGKey(43), shape))
+    assert not np.allclose(other, np.asarray(out))
+    k1, k2 = random.split(KEY)
+    assert not np.allclose(make(k1, shape), make(k2, shape))
+    typed = make(random.key(42), shape)              # a typed key holds the same bits
+    np.testing.assert_array_equal(typed, out)
+
+
+def test_float16_and_complex_dtypes():
+    for make in (init.normal(), init.uniform(), init.glorot_normal(), init.he_uniform()):
+        assert make(KEY, (3, 4), jnp.float16).dtype == np.float16
+    for dist in ("normal", "uniform", "truncated_normal"):
+        out = init.variance_scaling(1.0, "fan_in", dist, dtype=jnp.complex64)(KEY, (4, 2))
+        assert out.dtype == np.complex64 and out.shape == (4, 2)
+        assert np.all(np.imag(np.asarray(out)) != 0)
+
+
+# Draws of shape (5, 5, 40, 60): a conv kernel, receptive field 25, fan_in 1000,
+# fan_out 1500, 60000 values: the sample variance's relative standard error is
+# sqrt((kurtosis - 1) / n) <= 0.6%; the bound below is five of them.
+VS_SHAPE = (5, 5, 40, 60)
+VS_FANS = {"fan_in": 1000.0, "fan_out": 1500.0, "fan_avg": 1250.0,
+           "fan_geo_avg": np.sqrt(1000.0 * 1500.0)}
+
+
+@pytest.mark.parametrize("distribution", ["truncated_normal", "normal", "uniform"])
+@pytest.mark.parametrize("mode", sorted(VS_FANS))
+def test_variance_scaling_variance_matches_its_formula(mode, distribution):
+    scale = 2.0
+    var = scale / VS_FANS[mode]
+    x = init.variance_scaling(scale, mode, distribution)(KEY, VS_SHAPE)
+    assert x.shape == VS_SHAPE and x.dtype == np.float32
+    x = np.asarray(x, np.float64)
+    n = x.size
+    kurtosis = {"truncated_normal": 2.36, "normal": 3.0, "uniform": 1.8}[distribution]
+    assert abs(x.mean()) < 5 * np.sqrt(var / n)
+    assert abs(x.var() / var - 1) < 5 * np.sqrt((kurtosis - 1) / n), x.var() / var
+    bound = {"truncated_normal": 2 * np.sqrt(var) / 0.87962566103423978,
+             "normal": np.inf, "uniform": np.sqrt(3 * var)}[distribution]
+    assert np.abs(x).max() <= bound * (1 + 1e-6)
+    if distribution != "normal":   # the support is filled up to the bound
+        assert np.abs(x).max() > 0.99 * bound
+
+
+@pytest.mark.parametrize("distribution", ["truncated_normal", "normal", "uniform"])
+def test_complex_variance_scaling_variance(distribution):
+    """E|x|^2 = scale / fan; the modulus is bounded by 2 sqrt(var) / 0.9531...
+    (truncated) or sqrt(2 var) (uniform on the disk)."""
+    var = 1.0 / 200
+    x = np.asarray(init.variance_scaling(1.0, "fan_in", distribution, dtype=jnp.complex64)(
+        KEY, (200, 300)), np.complex128)
+    m2 = np.mean(np.abs(x) ** 2)
+    assert abs(m2 / var - 1) < 0.02, m2 / var
+    assert abs(x.mean()) < 5 * np.sqrt(var / x.size)
+    bound = {"truncated_normal": 2 * np.sqrt(var) / 0.95311164380491208, "normal": np.inf,
+             "uniform": np.sqrt(2 * var)}[distribution]
+    assert np.abs(x).max() <= bound * (1 + 1e-5)
 
 
 @pytest.mark.parametrize("shape,kw,fans", [
@@ -395,110 +467,90 @@ def test_simple_random_initializers(fake_random):
     ((5, 6, 2), dict(in_axis=(0, 1), out_axis=-1), (30, 2)),
     ((10,), dict(in_axis=0, out_axis=0), (1, 1)),            # in and out: the same axis
 ])
-@pytest.mark.parametrize("mode", ["fan_in", "fan_out", "fan_avg", "fan_geo_avg"])
-def test_variance_scaling_fans(fake_random, shape, kw, fans, mode):
+@pytest.mark.parametrize("mode", sorted(VS_FANS))
+def test_variance_scaling_fans(shape, kw, fans, mode):
+    """The draws are the olympus.random sampler's, scaled by the fan formula."""
     fan_in, fan_out = fans
     denom = {"fan_in": fan_in, "fan_out": fan_out, "fan_avg": (fan_in + fan_out) / 2,
              "fan_geo_avg": np.sqrt(fan_in * fan_out)}[mode]
     var = 2.0 / denom
-    # normal: the fake draws are scaled by sqrt(variance)
-    fake_random.rng = np.random.default_rng(0)
-    draws = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-    got = init.variance_scaling(2.0, mode, "normal", **kw)("k", shape)
-    np.testing.assert_allclose(got, draws * np.sqrt(var), rtol=1e-6)
-    # truncated normal (the fake returns ones): sqrt(variance) / 0.8796...
-    got = init.variance_scaling(2.0, mode, "truncated_normal", **kw)("k", shape)
-    np.testing.assert_allclose(got, np.sqrt(var) / 0.87962566103423978, rtol=1e-6)
-    assert fake_random.calls[-1][2:4] == (-2, 2)
-    # uniform on [-1, 1) (the fake returns maxval): times sqrt(3 variance)
-    got = init.variance_scaling(2.0, mode, "uniform", **kw)("k", shape)
-    np.testing.assert_allclose(got, np.sqrt(3 * var), rtol=1e-6)
-    assert fake_random.calls[-1][4:] == (-1, 1.0)
+    got = init.variance_scaling(2.0, mode, "normal", **kw)(KEY, shape)
+    np.testing.assert_allclose(got, np.asarray(random.normal(KEY, shape)) * np.sqrt(var),
+                               rtol=1e-6)
+    got = init.variance_scaling(2.0, mode, "truncated_normal", **kw)(KEY, shape)
+    want = np.asarray(random.truncated_normal(KEY, -2, 2, shape)) * np.sqrt(var) / 0.87962566
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    got = init.variance_scaling(2.0, mode, "uniform", **kw)(KEY, shape)
+    want = np.asarray(random.uniform(KEY, shape, minval=-1.0)) * np.sqrt(3 * var)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
-def test_named_variance_scaling_initializers(fake_random):
-    shape = (4, 6)   # fan_in 4, fan_out 6
-    expected = {
-        init.glorot_uniform: np.sqrt(3 * 1.0 / 5), init.xavier_uniform: np.sqrt(3 * 1.0 / 5),
-        init.lecun_uniform: np.sqrt(3 * 1.0 / 4), init.he_uniform: np.sqrt(3 * 2.0 / 4),
-        init.kaiming_uniform: np.sqrt(3 * 2.0 / 4),
-        init.glorot_normal: np.sqrt(1.0 / 5) / 0.87962566103423978,
-        init.xavier_normal: np.sqrt(1.0 / 5) / 0.87962566103423978,
-        init.lecun_normal: np.sqrt(1.0 / 4) / 0.87962566103423978,
-        init.he_normal: np.sqrt(2.0 / 4) / 0.87962566103423978,
-        init.kaiming_normal: np.sqrt(2.0 / 4) / 0.87962566103423978,
-    }
-    for make, value in expected.items():
-        out = make()("k", shape)
-        assert out.shape == shape and out.dtype == np.float32
-        np.testing.assert_allclose(out, value, rtol=1e-6, err_msg=make.__name__)
-    olympus.config.update("olympus_enable_x64", True)
-    assert init.he_normal(dtype=jnp.float64)("k", shape).dtype == np.float64
-    assert init.he_normal()("k", shape).dtype == np.float64   # the default float
-
-
-def test_variance_scaling_errors(fake_random):
+def test_variance_scaling_errors():
     with pytest.raises(ValueError, match="invalid mode"):
         init.variance_scaling(1.0, "fan_sideways", "normal")
     with pytest.raises(ValueError, match="invalid distribution"):
         init.variance_scaling(1.0, "fan_in", "cauchy")
     with pytest.raises(ValueError, match="Must be at least 2D"):
-        init.glorot_normal()("k", (5,))
-
-
-def test_complex_variance_scaling(fake_random):
-    out = init.variance_scaling(1.0, "fan_in", "uniform", dtype=jnp.complex64)("k", (4, 2))
-    assert out.dtype == np.complex64 and out.shape == (4, 2)
-    # fake uniforms are all 1: r = sqrt(2), theta = 2 pi -> sqrt(2) * sqrt(1/4)
-    np.testing.assert_allclose(np.abs(out), np.sqrt(2) * 0.5, rtol=1e-6)
-    assert ("split", "k", 2) in fake_random.calls
-    out = init.variance_scaling(1.0, "fan_in", "truncated_normal",
-                                dtype=jnp.complex64)("k", (4, 2))
-    assert out.dtype == np.complex64
-    r = np.sqrt(-np.log(np.exp(-4.0)))   # t = 1 - exp(-4)
-    np.testing.assert_allclose(np.abs(out), r * 0.5 / 0.95311164380491208, rtol=1e-5)
+        init.glorot_normal()(KEY, (5,))
 
 
 @pytest.mark.parametrize("shape,column_axis", [
     ((5, 3), -1), ((3, 5), -1), ((4, 4), -1), ((2, 3, 6), -1), ((6, 2, 3), 0)])
-def test_orthogonal(fake_random, shape, column_axis):
-    q = np.asarray(init.orthogonal(scale=2.0, column_axis=column_axis)("k", shape),
-                   np.float64) / 2
-    assert q.shape == shape
+def test_orthogonal(shape, column_axis):
+    olympus.config.update("olympus_enable_x64", True)
+    q = np.asarray(init.orthogonal(scale=2.0, column_axis=column_axis)(KEY, shape)) / 2
+    assert q.shape == shape and q.dtype == np.float64
     cols = shape[column_axis]
     m = np.moveaxis(q, column_axis, -1).reshape(-1, cols)
     if m.shape[0] >= m.shape[1]:
-        np.testing.assert_allclose(m.T @ m, np.eye(cols), atol=1e-5)
+        np.testing.assert_allclose(m.T @ m, np.eye(cols), atol=1e-13)
     else:
-        np.testing.assert_allclose(m @ m.T, np.eye(m.shape[0]), atol=1e-5)
-    # The same Q as NumPy's QR of the drawn matrix with R's diagonal made positive.
+        np.testing.assert_allclose(m @ m.T, np.eye(m.shape[0]), atol=1e-13)
+    # JAX's algorithm: NumPy's QR of the same normal draw, R's diagonal made positive
     n_rows = int(np.prod(shape)) // cols
     draw_shape = (cols, n_rows) if n_rows < cols else (n_rows, cols)
-    a = np.random.default_rng(5).standard_normal(draw_shape).astype(np.float32)
-    qr_q, qr_r = np.linalg.qr(a.astype(np.float64))
+    qr_q, qr_r = np.linalg.qr(np.asarray(random.normal(KEY, draw_shape)))
     qr_q = qr_q * np.sign(np.diag(qr_r))
     if n_rows < cols:
         qr_q = qr_q.T
-    np.testing.assert_allclose(m, qr_q, atol=1e-5)
+    np.testing.assert_allclose(m, qr_q, atol=1e-13)
 
 
-def test_orthogonal_under_jit_and_errors(fake_random):
-    f = olympus.jit(lambda: init.orthogonal()("k", (6, 4)))
-    m = np.asarray(f())
+def test_orthogonal_float32_complex_jit_and_errors():
+    m = np.asarray(olympus.jit(lambda k: init.orthogonal()(k, (6, 4)))(KEY))
+    assert m.dtype == np.float32
     np.testing.assert_allclose(m.T @ m, np.eye(4), atol=1e-5)
+    np.testing.assert_array_equal(m, init.orthogonal()(KEY, (6, 4)))
+    u = np.asarray(init.orthogonal(dtype=jnp.complex64)(KEY, (5, 3)))
+    assert u.dtype == np.complex64
+    np.testing.assert_allclose(u.conj().T @ u, np.eye(3), atol=1e-5)
     with pytest.raises(ValueError, match="at least a 2D shape"):
-        init.orthogonal()("k", (3,))
-    assert init.orthogonal()("k", (0, 3)).shape == (0, 3)
+        init.orthogonal()(KEY, (3,))
+    assert init.orthogonal()(KEY, (0, 3)).shape == (0, 3)
 
 
-def test_delta_orthogonal(fake_random):
-    w = np.array(init.delta_orthogonal()("k", (3, 3, 4, 4)))
+def test_orthogonal_is_haar_distributed():
+    """Without the sign correction Q's diagonal would lean towards R's signs
+    (LAPACK's Householder QR makes R's diagonal negative): with it, the mean of
+    every entry of many draws is 0 (and its variance 1 / n)."""
+    n = 3
+    keys = random.split(random.PRNGKey(7), 400)
+    qs = np.stack([np.asarray(init.orthogonal()(k, (n, n)), np.float64) for k in keys])
+    assert np.all(np.abs(qs.mean(0)) < 5 * np.sqrt(1 / n / len(qs)))
+    np.testing.assert_allclose(qs.var(0), 1 / n, rtol=0.25)
+
+
+def test_delta_orthogonal():
+    w = np.array(init.delta_orthogonal()(KEY, (3, 3, 4, 4)))
     centre = w[1, 1]
     np.testing.assert_allclose(centre.T @ centre, np.eye(4), atol=1e-5)
+    np.testing.assert_allclose(centre, init.orthogonal()(KEY, (4, 4)), atol=1e-7)
     w[1, 1] = 0
     assert not np.any(w)
-    assert init.delta_orthogonal()("k", (5, 2, 3)).shape == (5, 2, 3)
+    w5 = np.array(init.delta_orthogonal(scale=3.0)(KEY, (2, 3, 4, 2, 5)))
+    np.testing.assert_allclose(w5[0, 1, 1], init.orthogonal(3.0)(KEY, (2, 5)), atol=1e-6)
+    assert init.delta_orthogonal()(KEY, (5, 2, 3)).shape == (5, 2, 3)
     with pytest.raises(ValueError, match="3D, 4D or 5D"):
-        init.delta_orthogonal()("k", (2, 2))
+        init.delta_orthogonal()(KEY, (2, 2))
     with pytest.raises(ValueError, match="fan_in"):
-        init.delta_orthogonal()("k", (3, 4, 2))
+        init.delta_orthogonal()(KEY, (3, 4, 2))

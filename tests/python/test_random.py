@@ -438,6 +438,94 @@ def test_dirichlet_mvn_categorical_choice():
     assert all(sorted(nr[:, j].tolist()) == list(range(6)) for j in range(4))
 
 
+_MVN_COV = np.array([[2.0, 0.6, 0.0], [0.6, 1.0, -0.3], [0.0, -0.3, 0.5]])
+_MVN_MEAN = np.array([1.0, -2.0, 0.5])
+
+
+@pytest.mark.parametrize("method", ["cholesky", "eigh", "svd"])
+def test_multivariate_normal_methods(method):
+    """JAX's algorithm: mean + F z with z = normal(key, shape + (n,)) and F the
+    Cholesky factor, v sqrt(w) (eigh) or u sqrt(s) (svd) of cov. The
+    eigenvectors' signs are the factorisation's choice, so eigh and svd are
+    checked through |v^T (x - mean)| = sqrt(w) |z|, which does not depend on
+    them; all three get the moments right."""
+    olympus.config.update("olympus_enable_x64", True)
+    k = random.PRNGKey(5)
+    x = np.asarray(random.multivariate_normal(k, _MVN_MEAN, _MVN_COV, (6,), method=method))
+    z = np.asarray(random.normal(k, (6, 3), jnp.float64))
+    assert x.shape == (6, 3) and x.dtype == np.float64
+    if method == "cholesky":
+        want = _MVN_MEAN + z @ np.linalg.cholesky(_MVN_COV).T
+        np.testing.assert_allclose(x, want, rtol=1e-13, atol=1e-13)
+    else:
+        w, v = np.linalg.eigh(_MVN_COV)   # distinct eigenvalues: eigh's and svd's bases agree
+        if method == "svd":               # up to order: singular values descend
+            w, v = w[::-1], v[:, ::-1]
+        np.testing.assert_allclose(np.abs((x - _MVN_MEAN) @ v), np.sqrt(w) * np.abs(z),
+                                   rtol=1e-12, atol=1e-13)
+    jitted = olympus.jit(lambda key: random.multivariate_normal(key, _MVN_MEAN, _MVN_COV, (6,),
+                                                                method=method))
+    np.testing.assert_allclose(jitted(k), x, rtol=1e-14, atol=1e-14)
+    olympus.config.update("olympus_enable_x64", False)
+    s = np.asarray(random.multivariate_normal(random.PRNGKey(21), _MVN_MEAN, _MVN_COV, (N,),
+                                              method=method))
+    assert s.dtype == np.float32
+    np.testing.assert_allclose(s.mean(0), _MVN_MEAN, atol=0.03)
+    np.testing.assert_allclose(np.cov(s.T), _MVN_COV, atol=0.05)
+
+
+@pytest.mark.parametrize("method", ["cholesky", "eigh", "svd"])
+def test_multivariate_normal_batched_covariances(method):
+    """A batch of covariances and means broadcast against shape; each batch
+    member gets its own factor."""
+    covs = np.stack([_MVN_COV, np.diag([4.0, 0.25, 1.0])])
+    means = np.array([[0.0, 0.0, 0.0], [5.0, -5.0, 1.0]])
+    x = np.asarray(random.multivariate_normal(random.PRNGKey(8), means, covs, (N // 4, 2),
+                                              method=method))
+    assert x.shape == (N // 4, 2, 3)
+    for b in range(2):
+        np.testing.assert_allclose(x[:, b].mean(0), means[b], atol=0.06)
+        np.testing.assert_allclose(np.cov(x[:, b].T), covs[b], atol=0.1)
+
+
+def test_multivariate_normal_singular_covariance():
+    """A rank-one cov = a a^T: the svd factor is u sqrt(s) with s = (|a|^2, 0, 0),
+    so every draw lies on the line mean + t a; Cholesky has no factor (NaN)."""
+    olympus.config.update("olympus_enable_x64", True)
+    a = np.array([1.0, 2.0, -1.0])
+    cov = np.outer(a, a)
+    x = np.asarray(random.multivariate_normal(random.PRNGKey(3), _MVN_MEAN, cov, (500,),
+                                              method="svd"), np.float64)
+    assert np.all(np.isfinite(x))
+    d = x - _MVN_MEAN
+    off_line = d - np.outer(d @ a / (a @ a), a)
+    assert np.abs(off_line).max() < 1e-6
+    assert abs(np.var(d @ a / np.linalg.norm(a)) - a @ a) < 0.15 * (a @ a)
+    chol = np.asarray(random.multivariate_normal(random.PRNGKey(3), _MVN_MEAN, cov, (2,)))
+    assert np.isnan(chol).any()
+    with pytest.raises(ValueError, match="method must be one of"):
+        random.multivariate_normal(random.PRNGKey(3), _MVN_MEAN, cov, method="lu")
+
+
+@pytest.mark.parametrize("n,m,dtype", [(4, None, np.float64), (5, 2, np.float64),
+                                         (2, 5, np.float64), (3, None, np.complex128)])
+def test_orthogonal_is_jax_qr_of_a_normal_draw(n, m, dtype):
+    """JAX's algorithm: Q of normal(key, shape + (max, min)) with each column
+    times sign(R_jj) (the phase for complex), transposed when n < m; so
+    R's diagonal is positive and the draw is Haar distributed."""
+    olympus.config.update("olympus_enable_x64", True)
+    k = random.PRNGKey(13)
+    mm = n if m is None else m
+    got = np.asarray(random.orthogonal(k, n, (2,), dtype, m=m))
+    assert got.shape == (2, n, mm) and got.dtype == dtype
+    z = np.asarray(random.normal(k, (2, max(n, mm), min(n, mm)), dtype))
+    for b in range(2):
+        q, r = np.linalg.qr(z[b])
+        d = np.diagonal(r)
+        want = q * (d / np.abs(d))
+        np.testing.assert_allclose(got[b], want.T if n < mm else want, atol=1e-12)
+
+
 def test_permutation_shuffle_orthogonal_ball():
     k = random.PRNGKey(2)
     p = np.asarray(random.permutation(k, 100))

@@ -7,8 +7,9 @@ short by m elements and reshaped, so that row j is the signal shifted by j
 (t[j, k] = x[k - j]). That costs m * (n + m) memory for lengths n >= m (the
 flop count of a direct convolution); there is no FFT path.
 
-Not here: roots and polyfit (they need linalg: eigvals, lstsq), and poly of a
-square matrix (its eigenvalues).
+polyfit, roots and poly of a square matrix are JAX's algorithms on
+olympus.numpy.linalg (lstsq, eigvals), imported when they run: olympus.numpy
+imports this module before its linalg, which imports olympus.numpy.
 """
 import builtins
 import operator
@@ -21,7 +22,7 @@ from olympus._src import dtypes as _dt
 from olympus._src import jnp as _jnp
 
 __all__ = ["convolve", "correlate", "polyval", "polyadd", "polysub", "polymul",
-           "polyder", "polyint", "poly", "polydiv"]
+           "polyder", "polyint", "poly", "polydiv", "polyfit", "roots"]
 
 _MODES = ("full", "same", "valid")
 
@@ -212,16 +213,16 @@ def polyint(p, m=1, k=None):
 
 def poly(seq_of_zeros):
     """The coefficients of the monic polynomial with the given roots: the
-    product of (x - r), one convolution per root. Integer roots give the
-    default float. Unlike NumPy, complex roots give complex coefficients even
-    when they come in conjugate pairs (the dtype may not depend on values)."""
+    product of (x - r), one convolution per root; of a square matrix, its
+    characteristic polynomial (the roots are its eigenvalues). Integer roots
+    give the default float. Unlike NumPy, complex roots give complex
+    coefficients even when they come in conjugate pairs (the dtype may not
+    depend on values), so a matrix always gives complex coefficients."""
     z = _jnp._arr(seq_of_zeros)
     if z.ndim == 0:
         z = lax.reshape(z, (1,))
     if z.ndim == 2 and z.shape[0] == z.shape[1] and z.shape[0] != 0:
-        raise NotImplementedError("poly: the characteristic polynomial of a matrix needs "
-                                  "its eigenvalues (linalg), which olympus lacks; pass the "
-                                  "roots")
+        z = _jnp_full().linalg.eigvals(z)   # the characteristic polynomial (complex, as JAX)
     if z.ndim != 1:
         raise ValueError(f"poly: input must be 1-D or a square 2-D array, got shape "
                          f"{tuple(z.shape)}")
@@ -271,3 +272,131 @@ def polydiv(u, v, *, trim_leading_zeros=False):
             lead += 1
         r = r[lead:]
     return q, r
+
+
+# ------------------------------------------------------------------ fitting and roots
+
+def _jnp_full():
+    """olympus.numpy with its linalg, imported when first needed (see the module
+    doc)."""
+    from olympus import numpy as jnp
+    return jnp
+
+
+def _complex_dtype(dt):
+    return np.result_type(dt, np.complex64)
+
+
+def _concrete(who, name, v, kind):
+    if _core.is_tracer(v):
+        raise _core.ConcretizationTypeError(
+            f"Abstract tracer value encountered where concrete value is expected: "
+            f"{who}: {name} must be a concrete {kind.__name__}")
+    return kind(v)
+
+
+def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
+    """The least-squares polynomial of degree deg through (x, y), highest power
+    first (NumPy's polyfit, JAX's algorithm): the Vandermonde matrix of x,
+    rows times w, columns scaled to unit norm, solved by lstsq (SVD; singular
+    values below rcond * largest dropped, rcond default len(x) * eps). y may be
+    2-D (one fit per column). full=True also returns (residuals, rank,
+    singular values, rcond); cov=True the coefficients' covariance matrix
+    (scaled by residuals / (len(x) - deg - 1) unless cov='unscaled').
+    Computes in x's and y's promoted inexact dtype; deg and rcond must be
+    concrete. Differs from NumPy: residuals are returned even when the fit is
+    rank deficient (as JAX), and there is no RankWarning. Differs from JAX:
+    with a 2-D y each column's covariance is scaled by its own residual, as
+    NumPy does (JAX scales all by the first column's)."""
+    deg = _concrete("polyfit", "deg", deg, int)
+    x, y = _jnp._promote(x, y, to_inexact=True, broadcast=False)
+    order = deg + 1
+    if deg < 0:
+        raise ValueError("expected deg >= 0")
+    if x.ndim != 1:
+        raise TypeError("expected 1D vector for x")
+    if x.shape[0] == 0:
+        raise TypeError("expected non-empty vector for x")
+    if y.ndim < 1 or y.ndim > 2:
+        raise TypeError("expected 1D or 2D array for y")
+    if x.shape[0] != y.shape[0]:
+        raise TypeError("expected x and y to have same length")
+    if rcond is None:
+        rcond = x.shape[0] * float(np.finfo(_dt.real_dtype(_dt.dtype_and_weak(x)[0])).eps)
+    rcond = _concrete("polyfit", "rcond", rcond, float)
+    jnp = _jnp_full()
+    lhs = jnp.vander(x, order)
+    rhs = y
+    if w is not None:
+        w, = _jnp._promote(w, to_inexact=True, broadcast=False)
+        if w.ndim != 1:
+            raise TypeError("expected a 1-d array for weights")
+        if w.shape[0] != y.shape[0]:
+            raise TypeError("expected w and y to have the same length")
+        lhs = lhs * w[:, None]
+        rhs = rhs * (w[:, None] if rhs.ndim == 2 else w)
+    scale = jnp.sqrt(jnp.sum(lhs * jnp.conj(lhs), axis=0).real).astype(lhs.dtype)
+    lhs = lhs / scale[None, :]      # unit columns: a better conditioned system
+    c, resids, rank, s = jnp.linalg.lstsq(lhs, rhs, rcond)
+    c = (c.T / scale).T
+    if full:
+        return c, resids, rank, s, jnp.asarray(rcond)
+    if not cov:
+        return c
+    vbase = jnp.linalg.inv(jnp.matmul(lhs.T, lhs)) / jnp.outer(scale, scale)
+    if cov == "unscaled":
+        fac = 1
+    else:
+        if x.shape[0] <= order:
+            raise ValueError("the number of data points must exceed order to scale the "
+                             "covariance matrix")
+        fac = resids / (x.shape[0] - order)   # one factor per column of y, as NumPy
+    if y.ndim == 1:
+        return c, vbase * fac
+    return c, vbase[:, :, None] * fac
+
+
+def _roots_no_zeros(p):
+    """The eigenvalues of p's companion matrix (p[0] != 0)."""
+    jnp = _jnp_full()
+    n = p.shape[0]
+    if n < 2:
+        return jnp.zeros((0,), _complex_dtype(_dt.dtype_and_weak(p)[0]))
+    a = jnp.diag(jnp.ones((n - 2,), p.dtype), -1)
+    a = a.at[0, :].set(-p[1:] / p[0])
+    return jnp.linalg.eigvals(a)
+
+
+def roots(p, *, strip_zeros=True):
+    """The roots of the polynomial p (highest power first): the eigenvalues of
+    its companion matrix, complex (as JAX; NumPy returns reals when all are).
+    strip_zeros=True drops p's leading zeros first, which needs concrete p (the
+    number of roots depends on them); strip_zeros=False keeps the length
+    len(p) - 1 and gives nan for the roots the leading zeros take away (it works
+    under jit). Trailing zeros give roots at 0. The order is LAPACK's."""
+    p, = _jnp._promote(p, to_inexact=True, broadcast=False)
+    if p.ndim == 0:
+        p = lax.reshape(p, (1,))
+    if p.ndim != 1:
+        raise ValueError("Input must be a rank-1 array.")
+    jnp = _jnp_full()
+    n = p.shape[0]
+    if n < 2:
+        return jnp.zeros((0,), _complex_dtype(_dt.dtype_and_weak(p)[0]))
+    is_zero = p == 0
+    lead = jnp.where(jnp.all(is_zero), n, jnp.argmin(is_zero))
+    if strip_zeros:
+        if _core.is_tracer(p):
+            raise _core.ConcretizationTypeError(
+                "Abstract tracer value encountered where concrete value is expected: "
+                "roots(strip_zeros=True) needs a concrete p (the number of roots depends "
+                "on its leading zeros). Under jit, pass strip_zeros=False: the roots the "
+                "leading zeros take away are then nan.")
+        return _roots_no_zeros(p[int(lead):])
+    # leading zeros rolled to the end become roots at 0; those are sorted last
+    # and replaced by nan (an all-zero p is read as all ones to keep LAPACK finite)
+    p = jnp.where(lead == n, jnp.ones_like(p), p)
+    r = _roots_no_zeros(jnp.roll(p, -lead))
+    r = lax.sort(((r == 0).astype(np.int32), r), num_keys=1)[1]
+    nan = np.array(complex(np.nan, np.nan), _dt.dtype_and_weak(r)[0])
+    return jnp.where(jnp.arange(n - 1) < n - 1 - lead, r, nan)

@@ -8,7 +8,6 @@ finite where the naive formula would overflow. `where=` masks (softmax,
 log_softmax, logsumexp, standardize) select the elements that take part; masked
 outputs are 0 (softmax) or -inf (log_softmax).
 """
-import math
 import operator
 
 import numpy as np
@@ -74,10 +73,9 @@ def sigmoid(x):
 
 @custom_jvp
 def softplus(x):
-    """log(1 + exp(x)), computed as max(x, 0) + log1p(exp(-|x|)); its derivative
-    is sigmoid(x) everywhere (no overflow, 1/2 at 0)."""
-    x = _inexact(x)
-    return jnp.maximum(x, 0) + jnp.log1p(jnp.exp(-jnp.abs(x)))
+    """log(1 + exp(x)) = logaddexp(x, 0); its derivative is sigmoid(x)
+    everywhere (no overflow, 1/2 at 0)."""
+    return jnp.logaddexp(_inexact(x), 0)
 
 
 softplus.defjvps(lambda g, ans, x: g * sigmoid(x))
@@ -191,8 +189,7 @@ def glu(x, axis=-1):
     size = x.shape[axis]
     if size % 2:
         raise ValueError(f"glu: axis size must be divisible by 2, got {size} (axis {axis})")
-    a = lax.slice_in_dim(x, 0, size // 2, axis=axis % x.ndim)
-    b = lax.slice_in_dim(x, size // 2, size, axis=axis % x.ndim)
+    a, b = jnp.split(x, 2, axis=axis)
     return a * sigmoid(b)
 
 
@@ -208,45 +205,22 @@ log1mexp.defjvps(lambda g, ans, x: g / jnp.expm1(x))
 
 # ------------------------------------------------------------------ masked reductions
 
+def _where(where):
+    """A where= mask as bool (JAX's reductions read any truthy mask)."""
+    return None if where is None else _array(where).astype(bool)
+
+
 def _masked(x, where, fill):
     return x if where is None else jnp.where(where, x, fill)
 
 
 def _max(x, axis, where, keepdims=True):
     """max over axis of the elements where allows (-inf where none)."""
-    x = _masked(x, where, -np.inf)
-    if 0 in _shape(x):
-        return jnp.full(_reduced_shape(_shape(x), axis, keepdims), -np.inf,
-                        _dt.dtype_and_weak(x)[0])
-    return jnp.max(x, axis, keepdims=keepdims)
-
-
-def _reduced_shape(shape, axis, keepdims):
-    axes = _canon_axes(axis, len(shape))
-    if keepdims:
-        return tuple(1 if i in axes else d for i, d in enumerate(shape))
-    return tuple(d for i, d in enumerate(shape) if i not in axes)
+    return jnp.max(x, axis, keepdims=keepdims, where=where, initial=-np.inf)
 
 
 def _sum(x, axis, where, keepdims=True):
-    return jnp.sum(_masked(x, where, 0), axis, keepdims=keepdims)
-
-
-def _count(x, axis, where, keepdims, dtype):
-    shape = _shape(x)
-    if where is None:
-        axes = _canon_axes(axis, len(shape))
-        n = math.prod(shape[i] for i in axes)
-        return jnp.full(_reduced_shape(shape, axis, keepdims), n, dtype)
-    w = jnp.broadcast_to(jnp.asarray(where), shape)
-    return jnp.sum(w.astype(dtype), axis, keepdims=keepdims)
-
-
-def _mean(x, axis, where):
-    if where is None:
-        return jnp.mean(x, axis, keepdims=True)
-    dt = _dt.dtype_and_weak(x)[0]
-    return _sum(x, axis, where) / _count(x, axis, where, True, dt)
+    return jnp.sum(x, axis, keepdims=keepdims, where=where)
 
 
 # ------------------------------------------------------------------ softmax family
@@ -282,7 +256,7 @@ def softmax(x, axis=-1, where=None):
     """exp(x) / sum(exp(x)) along axis (an int or a tuple), computed as
     exp(x - max x); where= takes part (masked outputs are 0). Its JVP is
     y * (dx - sum(y * dx)), finite even where exp(x) would overflow."""
-    return _softmax(_inexact(x), _check_axis(axis), where)
+    return _softmax(_inexact(x), _check_axis(axis), _where(where))
 
 
 def log_softmax(x, axis=-1, where=None):
@@ -290,6 +264,7 @@ def log_softmax(x, axis=-1, where=None):
     masked outputs are -inf."""
     x = _inexact(x)
     axis = _check_axis(axis)
+    where = _where(where)
     shifted = _masked(x, where, -np.inf) - lax.stop_gradient(_max(x, axis, where))
     result = shifted - jnp.log(_sum(jnp.exp(shifted), axis, where))
     return _masked(result, where, -np.inf)
@@ -301,8 +276,9 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=Non
     is nan, or with return_sign=True the pair (log|sum|, sign(sum))). where=
     selects the terms (an empty selection gives -inf)."""
     axis = _check_axis(axis)
+    where = _where(where)
     if where is not None:
-        a = jnp.where(where, a, 0)
+        a = jnp.where(where, a, 0)   # masked infs and nans stay out of the gradient
     if b is not None:
         a, b = _promote(a, b, to_inexact=True)
         shape = jnp.broadcast_shapes(_shape(a), _shape(b))
@@ -335,8 +311,8 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=Non
 def logmeanexp(x, axis=None, where=None, keepdims=False):
     """log(mean(exp(x))) along axis over the elements where selects."""
     lse = logsumexp(x, axis=axis, where=where, keepdims=keepdims)
-    axis = _check_axis(axis)
-    count = _count(_array(x), axis, where, keepdims, _dt.dtype_and_weak(lse)[0])
+    ones = jnp.ones(_shape(x), _dt.dtype_and_weak(lse)[0])
+    count = jnp.sum(ones, _check_axis(axis), keepdims=keepdims, where=_where(where))
     return lse - jnp.log(count)
 
 
@@ -349,13 +325,15 @@ def standardize(x, axis=-1, mean=None, variance=None, epsilon=1e-5, where=None, 
     axis = _check_axis(axis)
     if algorithm not in ("fast", "stable"):
         raise ValueError(f"Unknown algorithm '{algorithm}'. Expected 'fast' or 'stable'.")
+    where = _where(where)
     if mean is None:
-        mean = _mean(x, axis, where)
+        mean = jnp.mean(x, axis, keepdims=True, where=where)
     if variance is None:
         if algorithm == "stable":
-            variance = _mean(jnp.square(x - mean), axis, where)
+            variance = jnp.mean(jnp.square(x - mean), axis, keepdims=True, where=where)
         else:
-            variance = jnp.maximum(_mean(jnp.square(x), axis, where) - jnp.square(mean), 0)
+            variance = jnp.maximum(jnp.mean(jnp.square(x), axis, keepdims=True, where=where)
+                                   - jnp.square(mean), 0)
     return (x - mean) * lax.rsqrt(_inexact(variance + epsilon))
 
 

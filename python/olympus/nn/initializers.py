@@ -1,12 +1,11 @@
 """olympus.nn.initializers: functions `init(key, shape, dtype=None) -> Array` for
 layer parameters, as `jax.nn.initializers` (Keras' and Sonnet's definitions).
 
-Random draws come from `olympus.random` (JAX's signatures: `normal(key, shape,
-dtype)`, `uniform(key, shape, dtype, minval, maxval)`, `truncated_normal(key,
-lower, upper, shape, dtype)`, `split(key)`), imported when an initializer runs,
-so this module loads without it. `orthogonal` draws a normal matrix and takes the
-Q of its QR decomposition (classical Gram-Schmidt, each column twice, in one
-fori_loop), signs fixed so R has a positive diagonal: uniformly distributed.
+Draws come from `olympus.random`, so a key gives the values JAX's initializer
+gives for it (up to the last place of transcendental kernels, docs/random.md).
+`orthogonal` is JAX's: the Q of `olympus.numpy.linalg.qr` of a normal draw,
+each column times the sign of R's diagonal entry, which makes the result
+uniformly (Haar) distributed.
 """
 import math
 import operator
@@ -14,8 +13,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from olympus import lax
 from olympus import numpy as jnp
+from olympus import random
 from olympus._src import dtypes as _dt
 
 __all__ = [
@@ -32,11 +31,6 @@ class Initializer(Protocol):
 
     def __call__(self, key, shape, dtype=None):
         raise NotImplementedError
-
-
-def _random():
-    from olympus import random  # written alongside; imported only when sampling
-    return random
 
 
 def _dtype(dtype):
@@ -70,7 +64,7 @@ def uniform(scale=1e-2, dtype=None):
     """An initializer drawing uniformly from [0, scale)."""
     def init(key, shape, dtype=dtype):
         dtype = _dtype(dtype)
-        return _random().uniform(key, _shape(shape), dtype) * jnp.asarray(scale, dtype)
+        return random.uniform(key, _shape(shape), dtype) * jnp.asarray(scale, dtype)
     return init
 
 
@@ -78,7 +72,7 @@ def normal(stddev=1e-2, dtype=None):
     """An initializer drawing from N(0, stddev^2)."""
     def init(key, shape, dtype=dtype):
         dtype = _dtype(dtype)
-        return _random().normal(key, _shape(shape), dtype) * jnp.asarray(stddev, dtype)
+        return random.normal(key, _shape(shape), dtype) * jnp.asarray(stddev, dtype)
     return init
 
 
@@ -87,7 +81,7 @@ def truncated_normal(stddev=1e-2, dtype=None, lower=-2.0, upper=2.0):
     upper]); no variance correction (variance_scaling applies one)."""
     def init(key, shape, dtype=dtype):
         dtype = _dtype(dtype)
-        return (_random().truncated_normal(key, lower, upper, _shape(shape), dtype)
+        return (random.truncated_normal(key, lower, upper, _shape(shape), dtype)
                 * jnp.asarray(stddev, dtype))
     return init
 
@@ -118,7 +112,6 @@ def _real(dtype):
 
 def _complex_uniform(key, shape, dtype):
     """Uniform on the disk of radius sqrt(2): mean 0, variance 1."""
-    random = _random()
     key_r, key_theta = random.split(key)
     r = jnp.sqrt(2 * random.uniform(key_r, shape, _real(dtype))).astype(dtype)
     theta = 2 * np.pi * random.uniform(key_theta, shape, _real(dtype)).astype(dtype)
@@ -127,7 +120,6 @@ def _complex_uniform(key, shape, dtype):
 
 def _complex_truncated_normal(key, upper, shape, dtype):
     """A complex normal of variance 1 with its modulus truncated to upper."""
-    random = _random()
     key_r, key_theta = random.split(key)
     t = (1 - np.exp(-upper ** 2)) * random.uniform(key_r, shape, _real(dtype)).astype(dtype)
     r = jnp.sqrt(-jnp.log(1 - t))
@@ -164,7 +156,6 @@ def variance_scaling(scale, mode, distribution, in_axis=-2, out_axis=-1, batch_a
                        "fan_geo_avg": (fan_in * fan_out) ** 0.5}[mode]
         variance = scale / denominator
         is_complex = np.issubdtype(dtype, np.complexfloating)
-        random = _random()
         if distribution == "truncated_normal":
             if not is_complex:
                 stddev = np.sqrt(variance) / _TRUNC_STD
@@ -220,19 +211,6 @@ kaiming_uniform = he_uniform
 kaiming_normal = he_normal
 
 
-def _orthonormal_columns(a):
-    """The Q of a = QR (a tall: m >= n) with R's diagonal positive."""
-    m, n = a.shape
-
-    def column(j, q):
-        v = lax.dynamic_slice_in_dim(a, j, 1, axis=1)
-        for _ in range(2):   # "twice is enough": orthogonal to rounding
-            v = v - q @ (jnp.conj(q).T @ v)
-        v = v / jnp.sqrt(jnp.sum(jnp.real(v * jnp.conj(v))))
-        return lax.dynamic_update_slice_in_dim(q, v, j, axis=1)
-    return lax.fori_loop(0, n, column, jnp.zeros_like(a))
-
-
 def orthogonal(scale=1.0, column_axis=-1, dtype=None):
     """An initializer of uniformly distributed orthogonal matrices: the shape is
     read as (prod of the other axes) x shape[column_axis]; the matrix has
@@ -247,8 +225,9 @@ def orthogonal(scale=1.0, column_axis=-1, dtype=None):
         n_cols = shape[column_axis]
         n_rows = math.prod(shape) // n_cols
         wide = n_rows < n_cols
-        a = _random().normal(key, (n_cols, n_rows) if wide else (n_rows, n_cols), dtype)
-        q = _orthonormal_columns(a)
+        a = random.normal(key, (n_cols, n_rows) if wide else (n_rows, n_cols), dtype)
+        q, r = jnp.linalg.qr(a)
+        q = q * jnp.sign(jnp.diagonal(r))   # R's diagonal made positive: Haar measure
         if wide:
             q = q.T
         rest = tuple(d for i, d in enumerate(shape) if i != column_axis % len(shape))

@@ -10,7 +10,7 @@ from olympus import _core
 from olympus._src.jnp import *  # noqa: F401,F403 (the functions; see its __all__)
 from olympus._src.jnp_more import *  # noqa: F401,F403 (the rest; wins over jnp's names)
 from olympus._src.einsum import einsum, einsum_path  # noqa: F401
-from olympus._src.polynomial import *  # noqa: F401,F403 (convolve, correlate, poly*)
+from olympus._src.polynomial import *  # noqa: F401,F403 (convolve, correlate, poly*, roots)
 from olympus._src import dtypes as _dtypes
 from olympus._src.jnp_index import *  # noqa: F401,F403 (take, nonzero, unique, ...; its where)
 

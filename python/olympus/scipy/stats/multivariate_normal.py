@@ -1,16 +1,28 @@
 """The multivariate normal distribution N(mean, cov) over the last axis of x.
 
-cov may be a scalar (isotropic) or a 1-D array of variances (a diagonal
-covariance, as SciPy reads a 1-D cov). A full covariance matrix needs a
-Cholesky factorization and a triangular solve, which wait for
-olympus.numpy.linalg: until then it raises NotImplementedError.
+cov may be a scalar (isotropic), a 1-D array of variances (a diagonal
+covariance, as SciPy reads a 1-D cov; JAX rejects it) or a full covariance
+matrix (..., n, n), batch axes broadcasting against x's. A full cov is read as
+JAX reads it: its Cholesky factor L (cov = L L^T), y = L^-1 (x - mean) by a
+triangular solve, and logpdf = -|y|^2 / 2 - n log(2 pi) / 2 - sum(log diag L).
+A cov that is not positive definite gives nan.
 """
 import math
 
 from olympus import numpy as jnp
 from olympus._src.jnp import _promote
+from olympus.lax import linalg as lax_linalg
 
 _LOG_2PI = math.log(2 * math.pi)
+
+
+def _whiten(l, y):
+    """L^-1 y for lower-triangular L (..., n, n) and y (..., n), batch axes
+    broadcast."""
+    solve = jnp.vectorize(lambda a, b: lax_linalg.triangular_solve(a, b, lower=True,
+                                                                   transpose_a=True),
+                          signature="(n,n),(n)->(n)")
+    return solve(l, y)
 
 
 def logpdf(x, mean, cov, allow_singular=None):
@@ -33,10 +45,10 @@ def logpdf(x, mean, cov, allow_singular=None):
     if cshape[-2:] != (n, n):
         raise ValueError(f"multivariate_normal.logpdf got incompatible shapes: mean {mshape}, "
                          f"cov {cshape}")
-    raise NotImplementedError(
-        "multivariate_normal.logpdf with a full covariance matrix needs a Cholesky "
-        "factorization from olympus.numpy.linalg, which is not available yet; pass a "
-        "scalar or a 1-D (diagonal) cov")
+    l = lax_linalg.cholesky(cov)
+    z = _whiten(l, y)
+    return (-0.5 * jnp.sum(z * z, -1) - 0.5 * n * _LOG_2PI
+            - jnp.sum(jnp.log(jnp.diagonal(l, axis1=-2, axis2=-1)), -1))
 
 
 def pdf(x, mean, cov):
