@@ -2057,6 +2057,12 @@ def trapezoid(y, x=None, dx=1.0, axis=-1):
         d = dx
     else:
         x = _arr(x)
+        if _ndim(x) != 1 and _ndim(x) != _ndim(y):
+            raise ValueError(f"trapezoid: x must be 1-D or have y's rank, got x {_shape(x)} "
+                             f"and y {_shape(y)}")
+        m = _shape(x)[0 if _ndim(x) == 1 else ax]
+        if m != n:
+            raise ValueError(f"trapezoid: x has {m} samples along the axis, y has {n}")
         if _ndim(x) == 1:
             d = diff(x)
             s = [1] * _ndim(y)

@@ -116,16 +116,6 @@ def _eye_like(x):
     return jnp.broadcast_to(jnp.eye(n, dtype=x.dtype), x.shape)
 
 
-def _tril(x, k=0):
-    m, n = x.shape[-2:]
-    return jnp.where(jnp.tri(m, n, k, dtype=bool), x, jnp.zeros((), x.dtype))
-
-
-def _triu(x, k=0):
-    m, n = x.shape[-2:]
-    return jnp.where(jnp.tri(m, n, k - 1, dtype=bool), jnp.zeros((), x.dtype), x)
-
-
 def _batch_broadcast(a, b, b_tail):
     """a [..., m, m] and b [..., *b_tail] broadcast to one batch shape."""
     batch = jnp.broadcast_shapes(a.shape[:-2], b.shape[:b.ndim - b_tail])

@@ -44,8 +44,8 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True):
     lu_, _, perm = lax_linalg.lu(a)
     m, n = a.shape[-2:]
     k = min(m, n)
-    l = _la._tril(lu_, -1)[..., :, :k] + jnp.eye(m, k, dtype=a.dtype)
-    u = _la._triu(lu_)[..., :k, :]
+    l = jnp.tril(lu_, -1)[..., :, :k] + jnp.eye(m, k, dtype=a.dtype)
+    u = jnp.triu(lu_)[..., :k, :]
     p = (perm[..., None, :] == jnp.arange(m, dtype=perm.dtype)[:, None]).astype(a.dtype)
     if permute_l:
         return jnp.matmul(p, l), u
