@@ -427,6 +427,47 @@ typedef struct oly_params_eig {
  * the output count is computed from params alone. */
 typedef struct oly_params_call { const char *name; int64_t n_out; } oly_params_call;
 
+/* Collectives (src/prims/collective.c), JAX's lax.psum family. Their meaning
+ * comes from the named axis they act over, which an enclosing
+ * oly_program_vmap_named (Python: vmap(axis_name=...)) binds; outside one the
+ * name is unbound and running the equation fails. Axis names are written as
+ * the tuple text of Python strings, "('i',)" or "('i', 'j')" (a name holds no
+ * quote or backslash), which is also how they print.
+ *   psum, pmax, pmin(*xs): each output is its input's all-reduce over the
+ *     named axes (one or more); shapes unchanged.
+ *   all_gather(x): the x of every index along axis_name (one name, of size
+ *     axis_size) stacked at a new dim all_gather_dimension, or concatenated
+ *     along that dim when tiled.
+ *   reduce_scatter(x) (lax.psum_scatter): the psum of x, of which index k keeps
+ *     block k along scatter_dimension: untiled, that dim has size axis_size
+ *     and is removed; tiled, it is divided by axis_size.
+ *   ppermute(x): index d receives x of index s for each pair (s, d) in perm,
+ *     the tuple text of int pairs "((0, 1), (1, 0))" (sources distinct,
+ *     destinations distinct); indices no pair names receive zeros.
+ *   all_to_all(x): split_axis (divisible by axis_size) is cut in axis_size
+ *     blocks, block k goes to index k, and the blocks received are
+ *     concatenated along concat_axis in index order (JAX's primitive: its
+ *     tiled=False form is an expand_dims / squeeze around this one).
+ *   axis_index(): int32[], the position along axis_name. */
+typedef struct oly_params_psum { const char *axes; } oly_params_psum;
+typedef struct oly_params_all_gather {
+    int64_t all_gather_dimension;
+    const char *axis_name;
+    int64_t axis_size;
+    bool tiled;
+} oly_params_all_gather;
+typedef struct oly_params_reduce_scatter {
+    const char *axis_name;
+    int64_t axis_size, scatter_dimension;
+    bool tiled;
+} oly_params_reduce_scatter;
+typedef struct oly_params_ppermute { const char *axis_name, *perm; } oly_params_ppermute;
+typedef struct oly_params_all_to_all {
+    const char *axis_name;
+    int64_t axis_size, concat_axis, split_axis;
+} oly_params_all_to_all;
+typedef struct oly_params_axis_index { const char *axis_name; } oly_params_axis_index;
+
 /* Control flow (src/prims/cond.c, loop.c), JAX's conventions. Sub-programs are the
  * equation's nested programs.
  * cond(index, *ops): subs = branches (>= 1), each ops -> outputs of the same
@@ -662,6 +703,17 @@ OLY_API oly_status oly_program_dce(oly_program *p, oly_program **out);
  * batch (an error if it does). */
 OLY_API oly_status oly_program_vmap(oly_program *p, const int *in_axes, int64_t axis_size,
                             const int *out_axes, oly_program **out);
+/* oly_program_vmap over an axis named axis_name (NULL: unnamed; borrowed for
+ * the call): the collectives of p that name it act over the batch (psum sums
+ * over it, axis_index is the position along it, ...); those naming other axes
+ * are batched as ordinary equations and stay for an enclosing named vmap.
+ * Nested programs (pjit, control flow bodies) are batched over the same name.
+ * oly_program_vmap called by a batching rule while a named vmap runs on this
+ * thread (a rule batching its nested program over the same size) inherits the
+ * name. */
+OLY_API oly_status oly_program_vmap_named(oly_program *p, const int *in_axes, int64_t axis_size,
+                                          const char *axis_name, const int *out_axes,
+                                          oly_program **out);
 /* Forward mode. nz_in[i]: input i has a nonzero tangent. The new program takes
  * (primals..., tangents of the nz inputs...) and returns (primal outputs...,
  * tangents of the outputs with nz_out[j]...). Integer and bool values always

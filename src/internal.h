@@ -282,8 +282,10 @@ typedef oly_status (*oly_kernel_fn)(const oly_kernel_ctx *ctx);
  *
  * batch: in[i] is input i in the new program, in_bdim[i] its batch axis or
  *   OLY_NOT_MAPPED (at least one input is mapped; all-unmapped equations are
- *   copied by the driver without asking the rule). Emit into ctx->b; set out[j]
- *   and out_bdim[j] (OLY_NOT_MAPPED when that output does not depend on the batch).
+ *   copied by the driver without asking the rule, except a collective naming
+ *   the batched axis, ctx->axis_name: see oly_prim.names_axis). Emit into
+ *   ctx->b; set out[j] and out_bdim[j] (OLY_NOT_MAPPED when that output does
+ *   not depend on the batch).
  * jvp: primal[i] are the inputs in the new program; tangent[i] is valid where
  *   tan_nz[i] (else a symbolic zero; at least one is nonzero). Emit the primal
  *   computation and the tangent computation, which must be linear in the
@@ -344,6 +346,11 @@ struct oly_prim {
     oly_transpose_rule transpose;
     oly_pe_rule partial_eval;
     unsigned no_rule;           /* OLY_RULE_* bits: slots left NULL on purpose */
+    /* Collective rows (src/prims/collective.c): whether params name the axis
+     * `name`. vmap over that name asks the row's batch rule even when no input
+     * is mapped (axis_index has none), and batches every input of an equation
+     * whose nested programs hold such a collective. NULL for other rows. */
+    bool (*names_axis)(const void *params, const char *name);
 };
 
 /* Every row of prims.def, defined in its family file (the registry in prims.c

@@ -19,8 +19,9 @@
 #include "internal.h"
 
 struct oly_batch_ctx {
-    oly_builder *b;   /* emit here */
-    int64_t size;     /* the batch size */
+    oly_builder *b;        /* emit here */
+    int64_t size;          /* the batch size */
+    const char *axis_name; /* borrowed: the batched axis's name, NULL when unnamed */
 };
 
 struct oly_jvp_ctx {

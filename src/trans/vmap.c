@@ -3,8 +3,39 @@
  * OLY_NOT_MAPPED). An equation whose inputs are all unmapped is copied as it
  * is (no rule asked: an unbatched callback runs once); otherwise the row's
  * batch rule emits the batched computation. The driver checks what a rule
- * returns against the equation's avals, so a wrong rule fails here, naming it. */
+ * returns against the equation's avals, so a wrong rule fails here, naming it.
+ *
+ * A named batch (oly_program_vmap_named) is also the axis collectives act
+ * over. A collective naming it (oly_prim.names_axis) always goes to its rule,
+ * mapped inputs or not: psum of an unbatched x is size * x and axis_index has
+ * no input at all. An equation whose nested programs hold such a collective
+ * has every input batched first, so its rule (and the dependency analysis of
+ * control flow) treats every value as varying along the axis; its rule then
+ * batches the nested programs with oly_program_vmap, which inherits the name
+ * from the batch running on this thread (`active`): the axis environment is
+ * dynamically scoped, as JAX's is. */
 #include "trans/trans.h"
+
+/* The named batch whose rule is running on this thread, or NULL. */
+static _Thread_local const oly_batch_ctx *active;
+
+static bool program_names(const oly_program *p, const char *name);
+
+/* e is a collective naming `name`, or holds one in a nested program. */
+static bool eqn_names(const oly_eqn *e, const char *name)
+{
+    if (e->prim->names_axis) return e->prim->names_axis(e->params, name);
+    for (int k = 0; k < e->n_sub; k++)
+        if (e->sub[k] && program_names(e->sub[k], name)) return true;
+    return false;
+}
+
+static bool program_names(const oly_program *p, const char *name)
+{
+    for (int k = 0; k < p->n_eqn; k++)
+        if (eqn_names(&p->eqn[k], name)) return true;
+    return false;
+}
 
 /* aval with a new axis of size n inserted at axis. */
 static oly_aval insert_axis(const oly_aval *a, int axis, int64_t n)
@@ -48,6 +79,13 @@ static oly_status check_out(const oly_eqn *e, int j, oly_atom x, int bdim, const
 oly_status oly_program_vmap(oly_program *p, const int *in_axes, int64_t axis_size,
                             const int *out_axes, oly_program **out)
 {
+    const char *name = active && active->size == axis_size ? active->axis_name : NULL;
+    return oly_program_vmap_named(p, in_axes, axis_size, name, out_axes, out);
+}
+
+oly_status oly_program_vmap_named(oly_program *p, const int *in_axes, int64_t axis_size,
+                                  const char *axis_name, const int *out_axes, oly_program **out)
+{
     if (!p) return oly__error(OLY_ERR_INVALID, "vmap: program is NULL");
     if (!out) return oly__error(OLY_ERR_INVALID, "vmap: out is NULL");
     if (p->n_in > 0 && !in_axes) return oly__error(OLY_ERR_INVALID, "vmap: in_axes is NULL");
@@ -80,7 +118,7 @@ oly_status oly_program_vmap(oly_program *p, const int *in_axes, int64_t axis_siz
     oly_status s = oly__walk_init(&w, p, p->n_out);
     if (s == OLY_OK) s = oly_builder_new(&b);
     if (s == OLY_OK) s = oly__walk_consts(&w, b, OLY_NOT_MAPPED);
-    oly_batch_ctx ctx = {.b = b, .size = axis_size};
+    oly_batch_ctx ctx = {.b = b, .size = axis_size, .axis_name = axis_name};
 
     for (int i = 0; i < p->n_in && s == OLY_OK; i++) {
         oly_aval a = p->in[i]->aval;
@@ -95,13 +133,25 @@ oly_status oly_program_vmap(oly_program *p, const int *in_axes, int64_t axis_siz
     for (int k = 0; k < p->n_eqn && s == OLY_OK; k++) {
         const oly_eqn *e = &p->eqn[k];
         for (int j = 0; j < e->n_out; j++) w.out_fact[j] = OLY_NOT_MAPPED;
-        if (!oly__walk_inputs(&w, e, OLY_NOT_MAPPED)) {
+        bool mapped = oly__walk_inputs(&w, e, OLY_NOT_MAPPED);
+        bool named = axis_name && eqn_names(e, axis_name);
+        if (!mapped && !named) {
             s = oly__emit_eqn(b, e, w.in, w.out);
         } else if (!e->prim->batch) {
             s = oly__rule_missing(e, "batching");
         } else {
+            /* nested programs use the axis by name: every input varies */
+            for (int i = 0; named && !e->prim->names_axis && i < e->n_in && s == OLY_OK; i++)
+                if (w.in_fact[i] == OLY_NOT_MAPPED) {
+                    s = oly__batch_move(&ctx, w.in[i], OLY_NOT_MAPPED, 0, &w.in[i]);
+                    w.in_fact[i] = 0;
+                }
+            if (s != OLY_OK) break;
             oly__atoms_unset(w.out, e->n_out);
+            const oly_batch_ctx *outer = active;
+            active = &ctx;
             s = e->prim->batch(&ctx, e, w.in, w.in_fact, w.out, w.out_fact);
+            active = outer;
             if (s != OLY_OK) {
                 char label[256];
                 s = oly__error_prefix(s, "vmap of %s", oly__eqn_label(e, label, sizeof label));

@@ -210,10 +210,21 @@ static PyObject *bool_list(const bool *b, int n)
 
 static PyObject *py_vmap_program(PyObject *Py_UNUSED(m), PyObject *args)
 {
-    PyObject *po, *in_axes, *out_axes;
+    PyObject *po, *in_axes, *out_axes, *name_obj = Py_None;
     long long size;
-    if (!PyArg_ParseTuple(args, "OOLO:vmap_program", &po, &in_axes, &size, &out_axes))
+    if (!PyArg_ParseTuple(args, "OOLO|O:vmap_program", &po, &in_axes, &size, &out_axes,
+                          &name_obj))
         return NULL;
+    const char *axis_name = NULL; /* lives as long as name_obj, an argument */
+    if (name_obj != Py_None) {
+        if (!PyUnicode_Check(name_obj)) {
+            PyErr_Format(PyExc_TypeError, "vmap_program: axis_name must be a str or None, got %R",
+                         name_obj);
+            return NULL;
+        }
+        axis_name = PyUnicode_AsUTF8(name_obj);
+        if (!axis_name) return NULL;
+    }
     oly_program *p = ext_program_get(po);
     if (!p) return NULL;
     int *ia = NULL, *oa = NULL;
@@ -221,7 +232,7 @@ static PyObject *py_vmap_program(PyObject *Py_UNUSED(m), PyObject *args)
     if (parse_ints(in_axes, oly_program_num_inputs(p), &ia, "vmap in_axes") < 0) goto done;
     if (parse_ints(out_axes, oly_program_num_outputs(p), &oa, "vmap out_axes") < 0) goto done;
     oly_program *o = NULL;
-    oly_status s = oly_program_vmap(p, ia, (int64_t)size, oa, &o);
+    oly_status s = oly_program_vmap_named(p, ia, (int64_t)size, axis_name, oa, &o);
     res = s == OLY_OK ? ext_program_wrap(o, NULL) : ext_raise(s);
 done:
     PyMem_Free(ia);
@@ -655,7 +666,8 @@ PyMethodDef ext_transform_methods[] = {
      "for (bool, int, float, index, concrete_value). transparent (vmap) does not stop a "
      "concrete trace opened inside it"},
     {"vmap_program", py_vmap_program, METH_VARARGS,
-     "vmap_program(prog, in_axes, axis_size, out_axes) -> Jaxpr (-1: not batched)"},
+     "vmap_program(prog, in_axes, axis_size, out_axes, axis_name=None) -> Jaxpr (-1: not "
+     "batched); the collectives naming axis_name act over the batch"},
     {"jvp_program", py_jvp_program, METH_VARARGS,
      "jvp_program(prog, nz_in) -> (Jaxpr, nz_out)"},
     {"linearize_program", py_linearize_program, METH_VARARGS,

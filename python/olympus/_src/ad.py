@@ -24,6 +24,7 @@ import numpy as np
 
 from olympus import _core
 from olympus._src import dtypes as _dt
+from olympus._src import parallel as _parallel
 
 tree_flatten = _core.tree_flatten
 tree_unflatten = _core.tree_unflatten
@@ -194,9 +195,16 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
     argument (entries may themselves be pytree prefixes); negative axes count
     from the end. out_axes likewise for the output. axis_size is needed only
     when no input is mapped. Keyword arguments are mapped over axis 0.
+
+    axis_name (a str) names the mapped axis for the collectives f calls
+    (olympus.lax.psum, all_gather, axis_index, ...: they act over the batch);
+    vmaps with different names nest. spmd_axis_name is accepted and has no
+    effect (it places batches on mesh axes, and there is no mesh yet).
     """
     if not callable(fun):
         raise TypeError(f"vmap requires a callable argument, got {fun!r}")
+    if axis_name is not None:
+        _parallel.check_axis_name(axis_name)
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)
     if not (_is_axis(in_axes) or isinstance(in_axes, (tuple, dict))):
@@ -258,7 +266,8 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
             for i, x in zip(mapped, xs):
                 full[i] = x
             return flat(*full)
-        prog, captured = _trace(flat_mapped, [avals[i] for i in mapped], transparent=True)
+        with _parallel.axis_frame(axis_name, n):
+            prog, captured = _trace(flat_mapped, [avals[i] for i in mapped], transparent=True)
         leaves = [leaves[i] for i in mapped]
         bdims = [bdims[i] for i in mapped]
         out_tree = store[-1]
@@ -276,7 +285,9 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
                 raise ValueError(f"vmap out_axes {ax} is out of bounds for an output of rank {nd}")
             oax.append(ax % nd)
         try:
-            bprog = _core.vmap_program(prog, bdims + [-1] * len(captured), n, oax)
+            with _parallel.axis_frame(axis_name, n):  # custom rules traced while batching
+                bprog = _core.vmap_program(prog, bdims + [-1] * len(captured), n, oax,
+                                           axis_name)
         except ValueError as e:
             if "out_axes" in str(e) or "must not depend" in str(e) or "depends on" in str(e):
                 raise ValueError("vmap has mapped output but out_axes is None: " + str(e)) from None

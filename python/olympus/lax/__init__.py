@@ -558,3 +558,13 @@ def fft(x, fft_type, fft_lengths):
     if dt != want:
         x = convert_element_type(x, want)
     return _bind("fft", x, fft_type=int(typ), fft_lengths=lengths)
+
+
+# ------------------------------------------------------------------ collectives
+
+from olympus._src.parallel import (  # noqa: E402
+    all_gather, all_to_all, axis_index, axis_size, pmax, pmean, pmin, ppermute, pshuffle, psum,
+    psum_scatter)
+
+__all__ += ["psum", "pmax", "pmin", "pmean", "all_gather", "psum_scatter", "ppermute",
+            "pshuffle", "all_to_all", "axis_index", "axis_size"]
