@@ -271,9 +271,8 @@ static void combine(acc_kind k, oly_reduce_op op, int mode, void *accp, void *xp
  *   (the NaN propagates exactly as in the serial loop).
  * Without AVX2 (or with OLYMPUS_NO_SIMD set) the serial loops run. */
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#include <immintrin.h>
-#define SIMD __attribute__((target("avx2,fma")))
+#if OLY__CPU_X86
+#define SIMD OLY__TARGET_AVX2
 
 enum { SUM_BLOCK = 1024 };
 

@@ -1,0 +1,355 @@
+/* test_cpu_levels.c — the CPU backend's instruction levels (src/cpu/simd.c):
+ * the probe and OLYMPUS_CPU_LEVEL's bounds, then every kernel family with a
+ * per-level loop run at each level this machine supports, in one process:
+ * transcendental functions within their ULP bound of a wider reference, and
+ * the exact operations (arithmetic, comparisons, conversions, select,
+ * reductions) equal, element for element, to the portable level's result.
+ * (make test-c also re-runs the level-sensitive C tests under each level.) */
+#include "cpu/simd.h"
+#include "test.h"
+#include "testutil.h"
+
+#include <float.h>
+
+/* The levels to run: every one up to the machine's best. */
+static int supported_levels(oly_cpu_level *out)
+{
+    int n = 0;
+    for (int l = 0; l <= (int)oly_cpu_level_max(); l++) out[n++] = (oly_cpu_level)l;
+    return n;
+}
+
+TEST(cpu_level_probe_and_names)
+{
+    oly_cpu_level cur = oly_cpu_level_get(), max = oly_cpu_level_max();
+    CHECK(cur <= max);
+    CHECK(max < OLY_CPU_LEVEL_COUNT);
+    CHECK_STREQ(oly_cpu_level_name(OLY_CPU_LEVEL_PORTABLE), "portable");
+    CHECK_STREQ(oly_cpu_level_name(OLY_CPU_LEVEL_AVX2), "avx2");
+    CHECK_STREQ(oly_cpu_level_name(OLY_CPU_LEVEL_AVX512), "avx512");
+    CHECK_STREQ(oly_cpu_level_name(OLY_CPU_LEVEL_COUNT), "?");
+    /* OLYMPUS_CPU_LEVEL, when it names a supported level, is the level in use. */
+    const char *e = getenv("OLYMPUS_CPU_LEVEL");
+    if (e && (!strcmp(e, "portable") || !strcmp(e, "avx2") || !strcmp(e, "avx512"))) {
+        bool fits = strcmp(e, oly_cpu_level_name(max)) == 0 || !strcmp(e, "portable") ||
+                    (!strcmp(e, "avx2") && max >= OLY_CPU_LEVEL_AVX2);
+        if (fits) CHECK_STREQ(oly_cpu_level_name(cur), e);
+        else CHECK(cur == max);
+    }
+    /* Nothing above the machine's best, and nothing past the enum. */
+    CHECK(oly__cpu_set_level(OLY_CPU_LEVEL_COUNT) == OLY_ERR_INVALID);
+    if (max < OLY_CPU_LEVEL_AVX512) {
+        CHECK(oly__cpu_set_level((oly_cpu_level)(max + 1)) == OLY_ERR_INVALID);
+        CHECK(strstr(oly_last_error(), oly_cpu_level_name(max)) != NULL);
+    }
+    CHECK(oly_cpu_level_get() == cur);
+    CHECK_OK(oly__cpu_set_level(OLY_CPU_LEVEL_PORTABLE));
+    CHECK(oly_cpu_level_get() == OLY_CPU_LEVEL_PORTABLE);
+    CHECK_OK(oly__cpu_set_level(cur));
+}
+
+/* ---------------------------------------------------------------- ULP bounds */
+
+enum { N = 1037 }; /* a tail for every vector width */
+enum { LIN, LOG, SYMLOG };
+
+/* n inputs spread over [lo, hi] (LOG: geometric, lo > 0; SYMLOG: geometric
+ * with alternating signs), plus the domain ends. */
+static void spread(double *v, int n, int kind, double lo, double hi)
+{
+    for (int i = 0; i < n; i++) {
+        double t = (double)i / (n - 1);
+        if (kind == LIN) v[i] = lo + t * (hi - lo);
+        else v[i] = exp(log(lo) + t * (log(hi) - log(lo))) * (kind == SYMLOG && i % 2 ? -1 : 1);
+    }
+}
+
+/* |got - ref| in units of the last place of ref in a format with `mant`
+ * significand bits and least exponent emin (0 when both are the same
+ * infinity or both NaN; INFINITY when only one is). */
+static double ulps(double got, long double ref, int mant, int emin)
+{
+    if (isnan(got) || isnan((double)ref)) return isnan(got) && isnan((double)ref) ? 0 : INFINITY;
+    if (isinf(got) || isinf((double)ref)) return got == (double)ref ? 0 : INFINITY;
+    int e;
+    frexpl(ref, &e);
+    if (e < emin) e = emin;
+    long double ulp = ldexpl(1.0L, e - mant);
+    return (double)(fabsl((long double)got - ref) / ulp);
+}
+
+typedef struct {
+    const oly_prim *prim;
+    double (*f)(double);              /* reference for f32 (double libm) */
+    long double (*fl)(long double);   /* reference for f64 (long double libm) */
+    int kind;
+    double lo32, hi32, lo64, hi64;
+    double bound; /* ULP */
+} u_case;
+
+static double d_rsqrt(double x) { return 1 / sqrt(x); }
+static long double l_rsqrt(long double x) { return 1 / sqrtl(x); }
+static double d_logistic(double x) { return 1 / (1 + exp(-x)); }
+static long double l_logistic(long double x) { return 1 / (1 + expl(-x)); }
+
+/* SLEEF's u10 functions are within 1 ULP; sqrt, floor and ceil are exact (0.5
+ * ULP: correctly rounded); rsqrt and logistic round twice more. The domains
+ * reach past the ranges where SLEEF hands lanes to libm (sinh, cosh, asinh,
+ * acosh, log1p). */
+static const u_case u_cases[] = {
+    {&oly__prim_exp, exp, expl, LIN, -87, 88, -700, 709, 1},
+    {&oly__prim_exp2, exp2, exp2l, LIN, -126, 127, -1000, 1023, 1},
+    {&oly__prim_log, log, logl, LOG, 1e-37, 1e38, 1e-300, 1e300, 1},
+    {&oly__prim_log1p, log1p, log1pl, LOG, 1e-30, 3e38, 1e-300, 1e308, 1},
+    {&oly__prim_expm1, expm1, expm1l, LIN, -80, 88, -700, 709, 1},
+    {&oly__prim_sin, sin, sinl, LIN, -100, 100, -100, 100, 1},
+    {&oly__prim_cos, cos, cosl, LIN, -100, 100, -100, 100, 1},
+    {&oly__prim_tan, tan, tanl, LIN, -10, 10, -10, 10, 1},
+    {&oly__prim_asin, asin, asinl, LIN, -1, 1, -1, 1, 1},
+    {&oly__prim_acos, acos, acosl, LIN, -1, 1, -1, 1, 1},
+    {&oly__prim_atan, atan, atanl, SYMLOG, 1e-6, 1e30, 1e-6, 1e300, 1},
+    {&oly__prim_sinh, sinh, sinhl, LIN, -89, 89, -710, 710, 1},
+    {&oly__prim_cosh, cosh, coshl, LIN, -89, 89, -710, 710, 1},
+    {&oly__prim_tanh, tanh, tanhl, LIN, -20, 20, -40, 40, 1},
+    {&oly__prim_asinh, asinh, asinhl, SYMLOG, 1e-6, 1e30, 1e-6, 1e300, 1},
+    {&oly__prim_acosh, acosh, acoshl, LOG, 1, 1e30, 1, 1e300, 1},
+    {&oly__prim_atanh, atanh, atanhl, LIN, -0.999, 0.999, -0.999, 0.999, 1},
+    {&oly__prim_logistic, d_logistic, l_logistic, LIN, -80, 80, -700, 700, 3},
+    {&oly__prim_sqrt, sqrt, sqrtl, LOG, 1e-37, 1e38, 1e-300, 1e300, 0.5},
+    {&oly__prim_rsqrt, d_rsqrt, l_rsqrt, LOG, 1e-37, 1e38, 1e-300, 1e300, 1.5},
+    {&oly__prim_cbrt, cbrt, cbrtl, SYMLOG, 1e-30, 1e30, 1e-300, 1e300, 1},
+    {&oly__prim_floor, floor, floorl, LIN, -50, 50, -50, 50, 0},
+    {&oly__prim_ceil, ceil, ceill, LIN, -50, 50, -50, 50, 0},
+};
+
+static void check_unary_ulp(const u_case *k, oly_dtype t, oly_cpu_level lv)
+{
+    bool f32 = t == OLY_FLOAT32;
+    double v[N];
+    spread(v, N, k->kind, f32 ? k->lo32 : k->lo64, f32 ? k->hi32 : k->hi64);
+    int64_t n = N;
+    oly_array *x = tu_array(t, 1, &n, v), *y = NULL;
+    CHECK_OK(tu_run_kernel(k->prim, NULL, &x, 1, &y, 1, NULL));
+    double worst = 0;
+    int64_t at = 0;
+    for (int64_t i = 0; y && i < n; i++) {
+        double xi = tu_get(x, i), yi = tu_get(y, i);
+        long double ref = f32 ? (long double)k->f(xi) : k->fl((long double)xi);
+        double u = f32 ? ulps(yi, ref, 24, -125) : ulps(yi, ref, 53, -1021);
+        if (!(u <= worst)) {
+            worst = u;
+            at = i;
+        }
+    }
+    /* The portable level is the C library's: glibc documents up to a few ULP
+     * for some of these (tanh, atanh, cbrt, ...). 1% slack for the reference's
+     * own error (f32: a double result). */
+    double bound = lv == OLY_CPU_LEVEL_PORTABLE && k->bound >= 1 ? 4 : k->bound;
+    if (!(worst <= bound * 1.01 + 1e-9))
+        CHECK_FAIL_("%s %s at level %s: %.3g ULP at x = %.17g (bound %g)", k->prim->name,
+                    oly_dtype_short_name(t), oly_cpu_level_name(lv), worst, tu_get(x, at), bound);
+    oly_array_release(x);
+    oly_array_release(y);
+}
+
+TEST(cpu_levels_transcendental_within_ulp_bound)
+{
+    oly_cpu_level saved = oly_cpu_level_get(), lv[OLY_CPU_LEVEL_COUNT];
+    int nl = supported_levels(lv);
+    for (int l = 0; l < nl; l++) {
+        CHECK_OK(oly__cpu_set_level(lv[l]));
+        for (int c = 0; c < OLY_ARRAY_LEN(u_cases); c++) {
+            check_unary_ulp(&u_cases[c], OLY_FLOAT32, lv[l]);
+            check_unary_ulp(&u_cases[c], OLY_FLOAT64, lv[l]);
+        }
+    }
+    CHECK_OK(oly__cpu_set_level(saved));
+}
+
+typedef struct {
+    const oly_prim *prim;
+    double (*f)(double, double);
+    long double (*fl)(long double, long double);
+    double xlo, xhi, ylo, yhi;
+} b_case;
+
+static void check_binary_ulp(const b_case *k, oly_dtype t, oly_cpu_level lv)
+{
+    bool f32 = t == OLY_FLOAT32;
+    double xv[N], yv[N];
+    spread(xv, N, k->xlo > 0 ? LOG : LIN, k->xlo, k->xhi);
+    spread(yv, N, LIN, k->ylo, k->yhi);
+    for (int i = 0; i < N; i++) { /* decorrelate the pairs */
+        int j = (int)((uint32_t)i * 7919u % N);
+        double tmp = yv[i];
+        yv[i] = yv[j];
+        yv[j] = tmp;
+    }
+    int64_t n = N;
+    oly_array *in[2] = {tu_array(t, 1, &n, xv), tu_array(t, 1, &n, yv)}, *o = NULL;
+    CHECK_OK(tu_run_kernel(k->prim, NULL, in, 2, &o, 1, NULL));
+    for (int64_t i = 0; o && i < n; i++) {
+        double xi = tu_get(in[0], i), yi = tu_get(in[1], i), g = tu_get(o, i);
+        long double ref = f32 ? (long double)k->f(xi, yi) : k->fl(xi, yi);
+        double u = f32 ? ulps(g, ref, 24, -125) : ulps(g, ref, 53, -1021);
+        if (!(u <= (lv == OLY_CPU_LEVEL_PORTABLE ? 4 : 1) * 1.01)) {
+            CHECK_FAIL_("%s %s at level %s: %.3g ULP at (%.17g, %.17g)", k->prim->name,
+                        oly_dtype_short_name(t), oly_cpu_level_name(lv), u, xi, yi);
+            break;
+        }
+    }
+    oly_array_release(in[0]);
+    oly_array_release(in[1]);
+    oly_array_release(o);
+}
+
+TEST(cpu_levels_pow_atan2_within_ulp_bound)
+{
+    static const b_case cases[] = {
+        {&oly__prim_pow, pow, powl, 1e-3, 1e3, -10, 10},
+        {&oly__prim_atan2, atan2, atan2l, -10, 10, -10, 10},
+    };
+    oly_cpu_level saved = oly_cpu_level_get(), lv[OLY_CPU_LEVEL_COUNT];
+    int nl = supported_levels(lv);
+    for (int l = 0; l < nl; l++) {
+        CHECK_OK(oly__cpu_set_level(lv[l]));
+        for (int c = 0; c < OLY_ARRAY_LEN(cases); c++) {
+            check_binary_ulp(&cases[c], OLY_FLOAT32, lv[l]);
+            check_binary_ulp(&cases[c], OLY_FLOAT64, lv[l]);
+        }
+    }
+    CHECK_OK(oly__cpu_set_level(saved));
+}
+
+/* ---------------------------------------------------------------- exact operations */
+
+/* Inputs with the special values every loop must keep: NaN, infinities, signed
+ * zeros, subnormals, integer extremes; then a spread of ordinary values. */
+static void special_values(double *v, int n, oly_dtype t, int salt)
+{
+    static const double fs[] = {NAN, INFINITY, -INFINITY, 0.0, -0.0, 1e-310, -5e-324, 1e-40,
+                                1.5, -2.5, 0.5, 3e38, -3e38, 1e300, 2147483648.0, -2147483649.0,
+                                4294967296.0, 255.5, -0.5, 7};
+    static const double is[] = {0, 1, -1, 127, -128, 255, 32767, -32768, 65535, 2147483647.0,
+                                -2147483648.0, 4294967295.0, 9007199254740992.0, -3, 5, 64, 31};
+    bool fl = oly_dtype_is_float(t);
+    int nf = fl ? OLY_ARRAY_LEN(fs) : OLY_ARRAY_LEN(is);
+    for (int i = 0; i < n; i++) {
+        int k = (i * 13 + salt * 7) % (nf + 11);
+        if (k < nf) v[i] = fl ? fs[k] : is[k];
+        else v[i] = fl ? ((i * 37 + salt) % 201 - 100) * 0.37 : (double)((i * 37 + salt) % 201 - 100);
+        if (t == OLY_BOOL) v[i] = (i + salt) % 3 == 0;
+        if (oly_dtype_is_unsigned_int(t) && v[i] < 0) v[i] = -v[i];
+    }
+}
+
+/* Element i of a and b equal (for floats: both NaN, or the same bits). */
+static bool same_elements(const oly_array *a, const oly_array *b, int64_t *bad)
+{
+    const oly_aval *av = oly_array_aval(a), *bv = oly_array_aval(b);
+    if (av->dtype != bv->dtype || oly_aval_size(av) != oly_aval_size(bv)) return false;
+    size_t es = oly_dtype_size(av->dtype);
+    const char *pa = oly_array_data(a), *pb = oly_array_data(b);
+    for (int64_t i = 0; i < oly_aval_size(av); i++) {
+        if (memcmp(pa + i * es, pb + i * es, es) == 0) continue;
+        if (oly_dtype_is_float(av->dtype) && isnan(tu_get(a, i)) && isnan(tu_get(b, i))) continue;
+        *bad = i;
+        return false;
+    }
+    return true;
+}
+
+/* Runs p on in at every supported level; each result must equal the portable
+ * level's. */
+static void check_levels_agree(const char *label, const oly_prim *p, const void *params,
+                               oly_array *const *in, int n_in)
+{
+    oly_cpu_level saved = oly_cpu_level_get(), lv[OLY_CPU_LEVEL_COUNT];
+    int nl = supported_levels(lv);
+    oly_array *ref = NULL;
+    for (int l = 0; l < nl; l++) {
+        CHECK_OK(oly__cpu_set_level(lv[l]));
+        oly_array *o = NULL;
+        oly_status s = tu_run_kernel(p, params, in, n_in, &o, 1, NULL);
+        if (s != OLY_OK) {
+            CHECK_FAIL_("%s at %s: %s", label, oly_cpu_level_name(lv[l]), oly_last_error());
+            break;
+        }
+        int64_t bad = -1;
+        if (!ref) {
+            ref = o;
+            continue;
+        }
+        if (!same_elements(o, ref, &bad))
+            CHECK_FAIL_("%s at %s: element %lld is %.17g, portable gives %.17g", label,
+                        oly_cpu_level_name(lv[l]), (long long)bad, tu_get(o, bad),
+                        tu_get(ref, bad));
+        oly_array_release(o);
+    }
+    oly_array_release(ref);
+    CHECK_OK(oly__cpu_set_level(saved));
+}
+
+TEST(cpu_levels_exact_binary_ops_agree)
+{
+    const oly_prim *ops[] = {&oly__prim_add, &oly__prim_sub, &oly__prim_mul, &oly__prim_div,
+                             &oly__prim_max, &oly__prim_min, &oly__prim_and, &oly__prim_or,
+                             &oly__prim_xor, &oly__prim_eq, &oly__prim_ne, &oly__prim_lt,
+                             &oly__prim_le, &oly__prim_gt, &oly__prim_ge,
+                             &oly__prim_shift_left, &oly__prim_shift_right_logical,
+                             &oly__prim_shift_right_arithmetic};
+    oly_dtype ts[] = {OLY_BOOL, OLY_INT8, OLY_INT32, OLY_INT64, OLY_UINT8, OLY_UINT32,
+                      OLY_UINT64, OLY_FLOAT32, OLY_FLOAT64, OLY_FLOAT16};
+    double xv[N], yv[N];
+    for (int ti = 0; ti < OLY_ARRAY_LEN(ts); ti++) {
+        oly_dtype t = ts[ti];
+        special_values(xv, N, t, 0);
+        special_values(yv, N, t, 5);
+        int64_t n = N;
+        oly_array *x = tu_array(t, 1, &n, xv), *y = tu_array(t, 1, &n, yv);
+        oly_array *xs = tu_scalar(t, xv[3]), *ys = tu_scalar(t, yv[9]);
+        for (int oi = 0; oi < OLY_ARRAY_LEN(ops); oi++) {
+            /* only the pairs the row accepts (its shape rule says) */
+            oly_array *in[2] = {x, y}, *o = NULL;
+            if (tu_run_kernel(ops[oi], NULL, in, 2, &o, 1, NULL) != OLY_OK) continue;
+            oly_array_release(o);
+            char label[96];
+            snprintf(label, sizeof label, "%s %s", ops[oi]->name, oly_dtype_short_name(t));
+            check_levels_agree(label, ops[oi], NULL, in, 2);
+            oly_array *sa[2] = {xs, y}, *sb[2] = {x, ys}; /* rank-0 broadcasts */
+            check_levels_agree(label, ops[oi], NULL, sa, 2);
+            check_levels_agree(label, ops[oi], NULL, sb, 2);
+        }
+        oly_array_release(x);
+        oly_array_release(y);
+        oly_array_release(xs);
+        oly_array_release(ys);
+    }
+}
+
+TEST(cpu_levels_exact_unary_ops_agree)
+{
+    const oly_prim *ops[] = {&oly__prim_neg, &oly__prim_abs, &oly__prim_square, &oly__prim_sign,
+                             &oly__prim_not, &oly__prim_is_finite, &oly__prim_floor,
+                             &oly__prim_ceil, &oly__prim_sqrt, &oly__prim_round};
+    oly_dtype ts[] = {OLY_BOOL, OLY_INT8, OLY_INT16, OLY_INT32, OLY_INT64, OLY_UINT16,
+                      OLY_UINT64, OLY_FLOAT32, OLY_FLOAT64, OLY_BFLOAT16};
+    oly_params_round even = {1};
+    double xv[N];
+    for (int ti = 0; ti < OLY_ARRAY_LEN(ts); ti++) {
+        oly_dtype t = ts[ti];
+        special_values(xv, N, t, 1);
+        int64_t n = N;
+        oly_array *x = tu_array(t, 1, &n, xv);
+        for (int oi = 0; oi < OLY_ARRAY_LEN(ops); oi++) {
+            const void *params = ops[oi] == &oly__prim_round ? &even : NULL;
+            oly_array *o = NULL;
+            if (tu_run_kernel(ops[oi], params, &x, 1, &o, 1, NULL) != OLY_OK) continue;
+            oly_array_release(o);
+            char label[96];
+            snprintf(label, sizeof label, "%s %s", ops[oi]->name, oly_dtype_short_name(t));
+            check_levels_agree(label, ops[oi], params, &x, 1);
+        }
+        oly_array_release(x);
+    }
+}
