@@ -353,3 +353,87 @@ TEST(cpu_levels_exact_unary_ops_agree)
         oly_array_release(x);
     }
 }
+
+/* ---------------------------------------------------------------- reductions */
+
+/* The serial rule for one combine (the kernel's generic loop): sums and
+ * products in double, max/min with NaN winning (the latest NaN). */
+static double combine1(const oly_prim *p, double a, double v)
+{
+    if (p == &oly__prim_reduce_sum) return a + v;
+    if (p == &oly__prim_reduce_prod) return a * v;
+    if (p == &oly__prim_reduce_max) return (v > a || v != v) ? v : a;
+    return (v < a || v != v) ? v : a;
+}
+
+TEST(cpu_levels_reductions_over_leading_axes)
+{
+    /* x[A, B, C]: reduce axis 0 (rows into a vector), axes (0, 1) (the rows
+     * merged), axis 1 (an outer kept axis around the rows); C = 37 leaves a
+     * tail at every vector width, A * B not a multiple of the 4 rows a pass. */
+    enum { A = 7, B = 5, C = 37 };
+    const oly_prim *ops[] = {&oly__prim_reduce_sum, &oly__prim_reduce_prod,
+                             &oly__prim_reduce_max, &oly__prim_reduce_min};
+    oly_params_reduce ax[3] = {{.axes = {.n = 1, .v = {0}}}, {.axes = {.n = 2, .v = {1, 0}}},
+                               {.axes = {.n = 1, .v = {1}}}};
+    const oly_dtype ts[] = {OLY_FLOAT32, OLY_FLOAT64};
+    double xv[A * B * C];
+    for (int ti = 0; ti < 2; ti++) {
+        oly_dtype t = ts[ti];
+        for (int with_specials = 0; with_specials < 2; with_specials++) {
+            for (int i = 0; i < A * B * C; i++) xv[i] = 1 + ((i * 37) % 101 - 50) / 64.0;
+            if (with_specials) { /* a NaN and infinities in some columns, signed zeros */
+                special_values(xv, 40, t, 2);
+                xv[3 * C + 11] = NAN;
+                xv[6 * C + 12] = -INFINITY;
+                xv[C + 20] = -0.0;
+                /* ties of signed zeros: the first zero reached stays (column 5:
+                 * max over -0 then +0; column 6: min over +0 then -0) */
+                for (int r = 0; r < A; r++)
+                    for (int b = 0; b < B; b++) {
+                        double *c5 = &xv[(r * B + b) * C + 5], *c6 = c5 + 1;
+                        *c5 = r == 1 ? -0.0 : r == 3 ? 0.0 : -1.0 - r;
+                        *c6 = r == 1 ? 0.0 : r == 2 ? -0.0 : 1.0 + r;
+                    }
+            }
+            int64_t d[3] = {A, B, C};
+            oly_array *x = tu_array(t, 3, d, xv);
+            for (int oi = 0; oi < OLY_ARRAY_LEN(ops); oi++) {
+                for (int a = 0; a < 3; a++) {
+                    char label[96];
+                    snprintf(label, sizeof label, "%s%s %s axes %d", ops[oi]->name,
+                             with_specials ? " (specials)" : "", oly_dtype_short_name(t), a);
+                    check_levels_agree(label, ops[oi], &ax[a], &x, 1);
+                    /* and the serial rule, row by row in double */
+                    oly_array *o = NULL;
+                    CHECK_OK(tu_run_kernel(ops[oi], &ax[a], &x, 1, &o, 1, NULL));
+                    int nout = a == 2 ? A * C : a == 1 ? C : B * C;
+                    for (int k = 0; o && k < nout; k++) {
+                        double acc = ops[oi] == &oly__prim_reduce_sum    ? 0
+                                     : ops[oi] == &oly__prim_reduce_prod ? 1
+                                     : ops[oi] == &oly__prim_reduce_max  ? -INFINITY
+                                                                         : INFINITY;
+                        int nr = a == 1 ? A * B : a == 0 ? A : B;
+                        for (int r = 0; r < nr; r++) {
+                            int i = a == 2   ? (k / C) * B * C + r * C + k % C
+                                    : a == 1 ? r * C + k
+                                             : r * B * C + k;
+                            acc = combine1(ops[oi], acc, tu_get(x, i));
+                        }
+                        double want = t == OLY_FLOAT32 ? (double)(float)acc : acc;
+                        double got = tu_get(o, k);
+                        bool same = (isnan(got) && isnan(want)) ||
+                                    (got == want && signbit(got) == signbit(want));
+                        if (!same) {
+                            CHECK_FAIL_("%s: output %d is %.17g, the serial rule gives %.17g",
+                                        label, k, got, want);
+                            break;
+                        }
+                    }
+                    oly_array_release(o);
+                }
+            }
+            oly_array_release(x);
+        }
+    }
+}
