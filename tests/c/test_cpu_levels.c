@@ -50,7 +50,7 @@ TEST(cpu_level_probe_and_names)
 
 /* ---------------------------------------------------------------- ULP bounds */
 
-enum { N = 1037 }; /* a tail for every vector width */
+enum { NE = 1037 }; /* a tail for every vector width */
 enum { LIN, LOG, SYMLOG };
 
 /* n inputs spread over [lo, hi] (LOG: geometric, lo > 0; SYMLOG: geometric
@@ -125,9 +125,9 @@ static const u_case u_cases[] = {
 static void check_unary_ulp(const u_case *k, oly_dtype t, oly_cpu_level lv)
 {
     bool f32 = t == OLY_FLOAT32;
-    double v[N];
-    spread(v, N, k->kind, f32 ? k->lo32 : k->lo64, f32 ? k->hi32 : k->hi64);
-    int64_t n = N;
+    double v[NE];
+    spread(v, NE, k->kind, f32 ? k->lo32 : k->lo64, f32 ? k->hi32 : k->hi64);
+    int64_t n = NE;
     oly_array *x = tu_array(t, 1, &n, v), *y = NULL;
     CHECK_OK(tu_run_kernel(k->prim, NULL, &x, 1, &y, 1, NULL));
     double worst = 0;
@@ -176,16 +176,16 @@ typedef struct {
 static void check_binary_ulp(const b_case *k, oly_dtype t, oly_cpu_level lv)
 {
     bool f32 = t == OLY_FLOAT32;
-    double xv[N], yv[N];
-    spread(xv, N, k->xlo > 0 ? LOG : LIN, k->xlo, k->xhi);
-    spread(yv, N, LIN, k->ylo, k->yhi);
-    for (int i = 0; i < N; i++) { /* decorrelate the pairs */
-        int j = (int)((uint32_t)i * 7919u % N);
+    double xv[NE], yv[NE];
+    spread(xv, NE, k->xlo > 0 ? LOG : LIN, k->xlo, k->xhi);
+    spread(yv, NE, LIN, k->ylo, k->yhi);
+    for (int i = 0; i < NE; i++) { /* decorrelate the pairs */
+        int j = (int)((uint32_t)i * 7919u % NE);
         double tmp = yv[i];
         yv[i] = yv[j];
         yv[j] = tmp;
     }
-    int64_t n = N;
+    int64_t n = NE;
     oly_array *in[2] = {tu_array(t, 1, &n, xv), tu_array(t, 1, &n, yv)}, *o = NULL;
     CHECK_OK(tu_run_kernel(k->prim, NULL, in, 2, &o, 1, NULL));
     for (int64_t i = 0; o && i < n; i++) {
@@ -300,12 +300,12 @@ TEST(cpu_levels_exact_binary_ops_agree)
                              &oly__prim_shift_right_arithmetic};
     oly_dtype ts[] = {OLY_BOOL, OLY_INT8, OLY_INT32, OLY_INT64, OLY_UINT8, OLY_UINT32,
                       OLY_UINT64, OLY_FLOAT32, OLY_FLOAT64, OLY_FLOAT16};
-    double xv[N], yv[N];
+    double xv[NE], yv[NE];
     for (int ti = 0; ti < OLY_ARRAY_LEN(ts); ti++) {
         oly_dtype t = ts[ti];
-        special_values(xv, N, t, 0);
-        special_values(yv, N, t, 5);
-        int64_t n = N;
+        special_values(xv, NE, t, 0);
+        special_values(yv, NE, t, 5);
+        int64_t n = NE;
         oly_array *x = tu_array(t, 1, &n, xv), *y = tu_array(t, 1, &n, yv);
         oly_array *xs = tu_scalar(t, xv[3]), *ys = tu_scalar(t, yv[9]);
         for (int oi = 0; oi < OLY_ARRAY_LEN(ops); oi++) {
@@ -335,11 +335,11 @@ TEST(cpu_levels_exact_unary_ops_agree)
     oly_dtype ts[] = {OLY_BOOL, OLY_INT8, OLY_INT16, OLY_INT32, OLY_INT64, OLY_UINT16,
                       OLY_UINT64, OLY_FLOAT32, OLY_FLOAT64, OLY_BFLOAT16};
     oly_params_round even = {1};
-    double xv[N];
+    double xv[NE];
     for (int ti = 0; ti < OLY_ARRAY_LEN(ts); ti++) {
         oly_dtype t = ts[ti];
-        special_values(xv, N, t, 1);
-        int64_t n = N;
+        special_values(xv, NE, t, 1);
+        int64_t n = NE;
         oly_array *x = tu_array(t, 1, &n, xv);
         for (int oi = 0; oi < OLY_ARRAY_LEN(ops); oi++) {
             const void *params = ops[oi] == &oly__prim_round ? &even : NULL;
@@ -436,4 +436,75 @@ TEST(cpu_levels_reductions_over_leading_axes)
             oly_array_release(x);
         }
     }
+}
+
+/* ---------------------------------------------------------------- small products */
+
+/* dot_general's small-product loops (f32/f64 below BLAS's size) at every
+ * level, every storage order of both operands, matrix-vector and vector-matrix
+ * forms and a batch: within a rounding bound of a long double loop. */
+TEST(cpu_levels_small_products)
+{
+    static const int64_t shapes[][4] = {/* B, M, K, N */
+                                        {1, 5, 7, 9},  {1, 33, 17, 65}, {1, 1, 37, 19},
+                                        {1, 23, 41, 1}, {3, 6, 5, 4},   {1, 64, 64, 64},
+                                        {2, 1, 300, 1}, {1, 130, 70, 1}};
+    oly_cpu_level saved = oly_cpu_level_get(), lv[OLY_CPU_LEVEL_COUNT];
+    int nl = supported_levels(lv);
+    for (int ti = 0; ti < 2; ti++) {
+        oly_dtype t = ti ? OLY_FLOAT64 : OLY_FLOAT32;
+        for (int si = 0; si < OLY_ARRAY_LEN(shapes); si++) {
+            int64_t B = shapes[si][0], M = shapes[si][1], K = shapes[si][2], N = shapes[si][3];
+            for (int lay = 0; lay < 4; lay++) {
+                bool at = lay & 1, bt = lay & 2; /* stored (K, M) / (N, K) */
+                int64_t ad[3] = {B, at ? K : M, at ? M : K}, bd[3] = {B, bt ? N : K, bt ? K : N};
+                double *av = malloc(sizeof(double) * (size_t)(B * M * K));
+                double *bv = malloc(sizeof(double) * (size_t)(B * K * N));
+                for (int64_t i = 0; i < B * M * K; i++) av[i] = ((i * 7919) % 61 - 30) / 17.0;
+                for (int64_t i = 0; i < B * K * N; i++) bv[i] = ((i * 104729) % 53 - 26) / 13.0;
+                oly_array *in[2] = {tu_array(t, 3, ad, av), tu_array(t, 3, bd, bv)};
+                oly_params_dot_general p = {
+                    .lhs_contracting = {.n = 1, .v = {at ? 1 : 2}},
+                    .rhs_contracting = {.n = 1, .v = {bt ? 2 : 1}},
+                    .lhs_batch = {.n = 1, .v = {0}},
+                    .rhs_batch = {.n = 1, .v = {0}}};
+                for (int l = 0; l < nl; l++) {
+                    CHECK_OK(oly__cpu_set_level(lv[l]));
+                    oly_array *o = NULL;
+                    CHECK_OK(tu_run_kernel(&oly__prim_dot_general, &p, in, 2, &o, 1, NULL));
+                    bool bad = false;
+                    for (int64_t b = 0; o && b < B && !bad; b++)
+                        for (int64_t i = 0; i < M && !bad; i++)
+                            for (int64_t j = 0; j < N && !bad; j++) {
+                                long double s = 0, mag = 0;
+                                for (int64_t k = 0; k < K; k++) {
+                                    double x = av[b * M * K + (at ? k * M + i : i * K + k)];
+                                    double y = bv[b * K * N + (bt ? j * K + k : k * N + j)];
+                                    x = t == OLY_FLOAT32 ? (float)x : x;
+                                    y = t == OLY_FLOAT32 ? (float)y : y;
+                                    s += (long double)x * y;
+                                    mag += fabsl((long double)x * y);
+                                }
+                                double got = tu_get(o, (b * M + i) * N + j);
+                                double tol = (t == OLY_FLOAT32 ? 2e-6 : 4e-15) * (double)mag * 4;
+                                if (!(fabs(got - (double)s) <= tol + 1e-30)) {
+                                    CHECK_FAIL_("%s [%lld,%lld,%lld,%lld] layout %d at %s: "
+                                                "C[%lld,%lld,%lld] = %.10g, want %.10g",
+                                                oly_dtype_short_name(t), (long long)B,
+                                                (long long)M, (long long)K, (long long)N, lay,
+                                                oly_cpu_level_name(lv[l]), (long long)b,
+                                                (long long)i, (long long)j, got, (double)s);
+                                    bad = true;
+                                }
+                            }
+                    oly_array_release(o);
+                }
+                oly_array_release(in[0]);
+                oly_array_release(in[1]);
+                free(av);
+                free(bv);
+            }
+        }
+    }
+    CHECK_OK(oly__cpu_set_level(saved));
 }
