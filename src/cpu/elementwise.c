@@ -736,6 +736,46 @@ UNARY_KERNEL(integer_pow, true, E_INT(integer_pow), E_FLOAT(integer_pow), E_CPLX
 
 /* ---------------------------------------------------------------- convert_element_type */
 
+/* Typed loops for the common pairs, compiled per level; each computes what
+ * oly__convert does (src/core/convert.c): integers to floats round once, f64
+ * to f32 rounds, floats to int32 truncate, saturate and send NaN to 0,
+ * anything to bool is != 0. Other pairs take oly__convert. */
+#define SAT_I32(x)                                                                        \
+    ((x) != (x) ? 0 : (x) <= -2147483648.0 ? INT32_MIN : (x) >= 2147483648.0 ? INT32_MAX  \
+                                                                      : (int32_t)(x))
+U_LOOP_ML(cvt_u32_f32, uint32_t, float, x)
+U_LOOP_ML(cvt_i32_f32, int32_t, float, x)
+U_LOOP_ML(cvt_u8_f32, uint8_t, float, x)
+U_LOOP_ML(cvt_bool_f32, uint8_t, float, x != 0)
+U_LOOP_ML(cvt_f64_f32, double, float, x)
+U_LOOP_ML(cvt_i64_f32, int64_t, float, x)
+U_LOOP_ML(cvt_u32_f64, uint32_t, double, x)
+U_LOOP_ML(cvt_i32_f64, int32_t, double, x)
+U_LOOP_ML(cvt_f32_f64, float, double, x)
+U_LOOP_ML(cvt_i64_f64, int64_t, double, x)
+U_LOOP_ML(cvt_f32_i32, float, int32_t, SAT_I32(x))
+U_LOOP_ML(cvt_f64_i32, double, int32_t, SAT_I32(x))
+U_LOOP_ML(cvt_i32_i64, int32_t, int64_t, x)
+U_LOOP_ML(cvt_u32_i64, uint32_t, int64_t, x)
+U_LOOP_ML(cvt_i64_i32, int64_t, int32_t, (int32_t)(uint32_t)(uint64_t)x)
+U_LOOP_ML(cvt_f32_bool, float, uint8_t, x != 0)
+U_LOOP_ML(cvt_i32_bool, int32_t, uint8_t, x != 0)
+
+static const struct {
+    oly_dtype from, to;
+    unary_fn f;
+} converts[] = {
+    {OLY_UINT32, OLY_FLOAT32, cvt_u32_f32}, {OLY_INT32, OLY_FLOAT32, cvt_i32_f32},
+    {OLY_UINT8, OLY_FLOAT32, cvt_u8_f32},   {OLY_BOOL, OLY_FLOAT32, cvt_bool_f32},
+    {OLY_FLOAT64, OLY_FLOAT32, cvt_f64_f32}, {OLY_INT64, OLY_FLOAT32, cvt_i64_f32},
+    {OLY_UINT32, OLY_FLOAT64, cvt_u32_f64}, {OLY_INT32, OLY_FLOAT64, cvt_i32_f64},
+    {OLY_FLOAT32, OLY_FLOAT64, cvt_f32_f64}, {OLY_INT64, OLY_FLOAT64, cvt_i64_f64},
+    {OLY_FLOAT32, OLY_INT32, cvt_f32_i32},  {OLY_FLOAT64, OLY_INT32, cvt_f64_i32},
+    {OLY_INT32, OLY_INT64, cvt_i32_i64},    {OLY_UINT32, OLY_INT64, cvt_u32_i64},
+    {OLY_INT64, OLY_INT32, cvt_i64_i32},    {OLY_FLOAT32, OLY_BOOL, cvt_f32_bool},
+    {OLY_INT32, OLY_BOOL, cvt_i32_bool},
+};
+
 static oly_status convert_kernel(const oly_kernel_ctx *c)
 {
     oly_dtype from = c->in_aval[0].dtype, to = c->out_aval[0].dtype;
@@ -743,8 +783,14 @@ static oly_status convert_kernel(const oly_kernel_ctx *c)
     split(c, oly_aval_size(&c->out_aval[0]), &lo, &hi);
     if (hi <= lo) return OLY_OK;
     size_t isz = oly_dtype_size(from), osz = oly_dtype_size(to);
-    oly__convert((const char *)c->in[0] + (size_t)lo * isz, from,
-                 (char *)c->out[0] + (size_t)lo * osz, to, hi - lo);
+    const char *x = (const char *)c->in[0] + (size_t)lo * isz;
+    char *y = (char *)c->out[0] + (size_t)lo * osz;
+    for (size_t i = 0; i < sizeof converts / sizeof converts[0]; i++)
+        if (converts[i].from == from && converts[i].to == to) {
+            converts[i].f(x, y, hi - lo, NULL);
+            return OLY_OK;
+        }
+    oly__convert(x, from, y, to, hi - lo);
     return OLY_OK;
 }
 
@@ -913,10 +959,11 @@ BINARY_KERNEL(xor, true, E_BOOL(xor), E_INT(xor))
 /* Shifts act on the bit pattern; a shift count outside [0, bits) gives 0, or
  * the sign fill for the arithmetic right shift. */
 #define SHIFT_I(s, T, UT, ST, WT, B)                                                      \
-    B_LOOP(shift_left_##s, T, T, (uint64_t)y >= B ? (T)0 : (T)((WT)(UT)x << (unsigned)y)) \
-    B_LOOP(shift_right_logical_##s, T, T,                                                 \
-           (uint64_t)y >= B ? (T)0 : (T)((WT)(UT)x >> (unsigned)y))                       \
-    B_LOOP(shift_right_arithmetic_##s, T, T,                                              \
+    B_LOOP_ML(shift_left_##s, T, T,                                                       \
+              (uint64_t)y >= B ? (T)0 : (T)((WT)(UT)x << (unsigned)y))                    \
+    B_LOOP_ML(shift_right_logical_##s, T, T,                                              \
+              (uint64_t)y >= B ? (T)0 : (T)((WT)(UT)x >> (unsigned)y))                    \
+    B_LOOP_ML(shift_right_arithmetic_##s, T, T,                                           \
            (uint64_t)y >= B ? (T)((ST)x < 0 ? -1 : 0) : (T)((ST)x >> (unsigned)y))
 INTS(SHIFT_I)
 BINARY_KERNEL(shift_left, true, E_INT(shift_left))

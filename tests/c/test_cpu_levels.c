@@ -508,3 +508,115 @@ TEST(cpu_levels_small_products)
     }
     CHECK_OK(oly__cpu_set_level(saved));
 }
+
+/* ---------------------------------------------------------------- conversions, iota, erf_inv */
+
+/* convert_element_type's typed loops at every level equal oly__convert (the
+ * one definition of every pair), specials included. */
+TEST(cpu_levels_conversions_match_the_reference)
+{
+    const oly_dtype ts[] = {OLY_BOOL, OLY_UINT8, OLY_INT32, OLY_UINT32, OLY_INT64,
+                            OLY_FLOAT32, OLY_FLOAT64};
+    double xv[NE];
+    for (int a = 0; a < OLY_ARRAY_LEN(ts); a++) {
+        special_values(xv, NE, ts[a], 3);
+        if (ts[a] == OLY_UINT32) xv[7] = 4294967295.0, xv[8] = 16777217.0;
+        if (ts[a] == OLY_INT64) xv[7] = 9007199254740993.0, xv[8] = -9.2e18;
+        int64_t n = NE;
+        oly_array *x = tu_array(ts[a], 1, &n, xv);
+        for (int b = 0; b < OLY_ARRAY_LEN(ts); b++) {
+            if (a == b) continue;
+            oly_params_convert p = {.new_dtype = ts[b]};
+            char label[96];
+            snprintf(label, sizeof label, "convert %s -> %s", oly_dtype_short_name(ts[a]),
+                     oly_dtype_short_name(ts[b]));
+            check_levels_agree(label, &oly__prim_convert_element_type, &p, &x, 1);
+            oly_array *o = NULL;
+            CHECK_OK(tu_run_kernel(&oly__prim_convert_element_type, &p, &x, 1, &o, 1, NULL));
+            size_t os = oly_dtype_size(ts[b]);
+            char *want = malloc(os * NE);
+            oly__convert(oly_array_data(x), ts[a], want, ts[b], NE);
+            for (int i = 0; o && i < NE; i++) {
+                const char *g = (const char *)oly_array_data(o) + i * os;
+                double gv = tu_get(o, i), wv = 0;
+                oly__convert(want + i * os, ts[b], &wv, OLY_FLOAT64, 1);
+                if (memcmp(g, want + i * os, os) != 0 && !(isnan(gv) && isnan(wv))) {
+                    CHECK_FAIL_("%s: element %d (%.17g) is %.17g, oly__convert gives %.17g",
+                                label, i, tu_get(x, i), gv, wv);
+                    break;
+                }
+            }
+            free(want);
+            oly_array_release(o);
+        }
+        oly_array_release(x);
+    }
+}
+
+/* iota's typed rows equal the generic one (oly_scalar_store of each index). */
+TEST(cpu_iota_typed_rows)
+{
+    const oly_dtype ts[] = {OLY_INT8, OLY_UINT8, OLY_INT16, OLY_UINT16, OLY_INT32, OLY_UINT32,
+                            OLY_INT64, OLY_UINT64, OLY_FLOAT32, OLY_FLOAT64, OLY_FLOAT16};
+    for (int ti = 0; ti < OLY_ARRAY_LEN(ts); ti++) {
+        for (int dim = 0; dim < 2; dim++) {
+            oly_params_iota p = {.dtype = ts[ti], .shape = {.n = 2, .v = {300, 3}},
+                                 .dimension = dim};
+            oly_array *o = NULL;
+            CHECK_OK(tu_run_kernel(&oly__prim_iota, &p, NULL, 0, &o, 1, NULL));
+            size_t es = oly_dtype_size(ts[ti]);
+            for (int64_t i = 0; o && i < 900; i++) {
+                int64_t k = dim == 0 ? i / 3 : i % 3;
+                unsigned char want[8];
+                oly_scalar s = {.dtype = OLY_INT64, .v.i = k};
+                oly_scalar_store(&s, ts[ti], want);
+                if (memcmp((const char *)oly_array_data(o) + i * es, want, es) != 0) {
+                    CHECK_FAIL_("iota %s dimension %d: element %lld is %.17g, want index %lld",
+                                oly_dtype_short_name(ts[ti]), dim, (long long)i, tu_get(o, i),
+                                (long long)k);
+                    break;
+                }
+            }
+            oly_array_release(o);
+        }
+    }
+}
+
+/* float32 erf_inv's vector loops: within 2 ULP of the scalar (libm log) path,
+ * the ends exact (+-inf at +-1, NaN beyond and for NaN, signed zeros). */
+TEST(cpu_levels_erf_inv_f32)
+{
+    double xv[NE];
+    for (int i = 0; i < NE; i++) xv[i] = -1 + 2.0 * i / (NE - 1);
+    const double ends[] = {NAN, 1.5, -1.5, INFINITY, -1, 1, 0, -0.0, 1e-30, 0.99999994, -0.99999994};
+    for (int i = 0; i < OLY_ARRAY_LEN(ends); i++) xv[100 + i] = ends[i];
+    int64_t n = NE;
+    oly_array *x = tu_array(OLY_FLOAT32, 1, &n, xv), *ref = NULL;
+    oly_cpu_level saved = oly_cpu_level_get(), lv[OLY_CPU_LEVEL_COUNT];
+    int nl = supported_levels(lv);
+    for (int l = 0; l < nl; l++) {
+        CHECK_OK(oly__cpu_set_level(lv[l]));
+        oly_array *o = NULL;
+        CHECK_OK(tu_run_kernel(&oly__prim_erf_inv, NULL, &x, 1, &o, 1, NULL));
+        if (!ref) {
+            ref = o;
+            continue;
+        }
+        const int32_t *g = oly_array_data(o), *w = oly_array_data(ref);
+        for (int i = 0; o && i < NE; i++) {
+            double gv = tu_get(o, i), wv = tu_get(ref, i);
+            bool ok = (isnan(gv) && isnan(wv)) || g[i] == w[i] ||
+                      (isfinite(wv) && wv != 0 && signbit(gv) == signbit(wv) &&
+                       llabs((long long)g[i] - w[i]) <= 2);
+            if (!ok) {
+                CHECK_FAIL_("erf_inv f32 at %s: erf_inv(%.9g) = %.9g, the scalar path %.9g",
+                            oly_cpu_level_name(lv[l]), tu_get(x, i), gv, wv);
+                break;
+            }
+        }
+        oly_array_release(o);
+    }
+    oly_array_release(ref);
+    oly_array_release(x);
+    CHECK_OK(oly__cpu_set_level(saved));
+}
