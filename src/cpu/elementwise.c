@@ -1009,10 +1009,10 @@ BINARY_KERNEL(ge, false, E_BOOL(ge), E_INT(ge), E_FLOAT(ge))
  * one dtype and shape; which has that shape or rank 0. */
 typedef struct { uint64_t lo, hi; } u128_t;
 
-/* o[i] = cases[which[i]][i] for one element type T and predicate type W. */
-#define SELECT_LOOP(fname, T)                                                             \
-    static void fname(const void *wv, bool wbool, const void *const *cs, int nc, void *ov, \
-                      int64_t lo, int64_t hi)                                             \
+/* o[i] = cases[which[i]][i] for one element type T, compiled per level. */
+#define SELECT_LOOP_A(ATTR, fname, T)                                                     \
+    ATTR static void fname(const void *wv, bool wbool, const void *const *cs, int nc,     \
+                           void *ov, int64_t lo, int64_t hi)                              \
     {                                                                                     \
         T *o = ov;                                                                        \
         if (wbool && nc == 2) {                                                           \
@@ -1030,11 +1030,24 @@ typedef struct { uint64_t lo, hi; } u128_t;
             }                                                                             \
         }                                                                                 \
     }
+#if OLY__CPU_X86
+#define SELECT_LOOP(fname, T)                                                             \
+    SELECT_LOOP_A(, fname##_p, T)                                                         \
+    SELECT_LOOP_A(OLY__TARGET_AVX2, fname##_a2, T)                                        \
+    SELECT_LOOP_A(OLY__TARGET_AVX512, fname##_a5, T)                                      \
+    static void fname(const void *wv, bool wbool, const void *const *cs, int nc, void *ov, \
+                      int64_t lo, int64_t hi)                                             \
+    {                                                                                     \
+        AT_LEVEL(fname, (wv, wbool, cs, nc, ov, lo, hi));                                 \
+    }
+#else
+#define SELECT_LOOP(fname, T) SELECT_LOOP_A(, fname, T)
+#endif
 SELECT_LOOP(select1, uint8_t)
 SELECT_LOOP(select2, uint16_t)
 SELECT_LOOP(select4, uint32_t)
 SELECT_LOOP(select8, uint64_t)
-SELECT_LOOP(select16, u128_t)
+SELECT_LOOP_A(, select16, u128_t)
 
 static oly_status select_n_kernel(const oly_kernel_ctx *c)
 {

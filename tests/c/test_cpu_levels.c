@@ -620,3 +620,47 @@ TEST(cpu_levels_erf_inv_f32)
     oly_array_release(x);
     CHECK_OK(oly__cpu_set_level(saved));
 }
+
+/* select_n's loops at every level: a bool predicate over two cases, an int32
+ * index over three (clamped), every element size. */
+TEST(cpu_levels_select_agrees)
+{
+    const oly_dtype ts[] = {OLY_UINT8, OLY_FLOAT16, OLY_FLOAT32, OLY_FLOAT64, OLY_COMPLEX128};
+    double wv[NE], iv[NE], a[NE], b[NE], c[NE];
+    for (int i = 0; i < NE; i++) {
+        wv[i] = (i * 7) % 3 == 0;
+        iv[i] = (i * 5) % 7 - 2; /* -2 .. 4: clamped to 0 .. 2 */
+        a[i] = i;
+        b[i] = -i - 0.5;
+        c[i] = 1000 + i;
+    }
+    int64_t n = NE;
+    oly_array *wb = tu_array(OLY_BOOL, 1, &n, wv), *wi = tu_array(OLY_INT32, 1, &n, iv);
+    for (int ti = 0; ti < OLY_ARRAY_LEN(ts); ti++) {
+        oly_array *ca = tu_array(ts[ti], 1, &n, a), *cb = tu_array(ts[ti], 1, &n, b);
+        oly_array *cc = tu_array(ts[ti], 1, &n, c);
+        oly_array *two[3] = {wb, ca, cb}, *three[4] = {wi, ca, cb, cc};
+        char label[64];
+        snprintf(label, sizeof label, "select_n bool %s", oly_dtype_short_name(ts[ti]));
+        check_levels_agree(label, &oly__prim_select_n, NULL, two, 3);
+        snprintf(label, sizeof label, "select_n int32 %s", oly_dtype_short_name(ts[ti]));
+        check_levels_agree(label, &oly__prim_select_n, NULL, three, 4);
+        oly_array *o = NULL;
+        CHECK_OK(tu_run_kernel(&oly__prim_select_n, NULL, three, 4, &o, 1, NULL));
+        for (int i = 0; o && i < NE; i++) {
+            int k = iv[i] < 0 ? 0 : iv[i] > 2 ? 2 : (int)iv[i];
+            double want = tu_get(k == 0 ? ca : k == 1 ? cb : cc, i);
+            if (tu_get(o, i) != want) {
+                CHECK_FAIL_("select_n int32 %s: element %d is %g, want %g",
+                            oly_dtype_short_name(ts[ti]), i, tu_get(o, i), want);
+                break;
+            }
+        }
+        oly_array_release(o);
+        oly_array_release(ca);
+        oly_array_release(cb);
+        oly_array_release(cc);
+    }
+    oly_array_release(wb);
+    oly_array_release(wi);
+}
