@@ -624,20 +624,16 @@ static PyObject *py_binop(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssiz
  * eager call is one C call: the operands' dtypes are promoted and checked in
  * binop_impl (boolean add / multiply are or / and, boolean subtract a
  * TypeError, as NumPy), with no Python frame and no name lookup per call. A
- * function's self is an empty module of its own (so it prints as a builtin
- * function), found in ufunc_selves by identity. */
+ * function's self is an empty module, one per operation (so it prints as a
+ * builtin function), and its position in op_selves is the operation. */
 
-static struct {
-    PyObject *self; /* owned, for the life of the process */
-    int op;
-} ufunc_selves[64];
-static int n_ufunc_selves;
+static PyObject *op_selves[OP_COUNT]; /* owned, for the life of the process */
 
 static PyObject *ufunc_call(PyObject *self, PyObject *const *args, Py_ssize_t n)
 {
     int op = -1;
-    for (int i = 0; i < n_ufunc_selves && op < 0; i++)
-        if (ufunc_selves[i].self == self) op = ufunc_selves[i].op;
+    for (int i = 0; i < OP_COUNT && op < 0; i++)
+        if (op_selves[i] == self) op = i;
     if (op < 0) {
         PyErr_SetString(PyExc_SystemError, "binary ufunc called with a foreign self");
         return NULL;
@@ -665,10 +661,7 @@ static PyObject *py_binary_ufunc(PyObject *Py_UNUSED(m), PyObject *const *args, 
     if (!name || !doc) return NULL;
     int op = op_by_name(name);
     if (op < 0) return NULL;
-    if (n_ufunc_selves == (int)(sizeof ufunc_selves / sizeof ufunc_selves[0])) {
-        PyErr_SetString(PyExc_RuntimeError, "binary_ufunc: too many functions");
-        return NULL;
-    }
+    if (!op_selves[op] && !(op_selves[op] = PyModule_NewObject(args[2]))) return NULL;
     size_t ln = strlen(name) + 1, ld = strlen(doc) + 1;
     PyMethodDef *def = PyMem_RawMalloc(sizeof *def + ln + ld);
     if (!def) return PyErr_NoMemory();
@@ -677,19 +670,8 @@ static PyObject *py_binary_ufunc(PyObject *Py_UNUSED(m), PyObject *const *args, 
     memcpy(names + ln, doc, ld);
     *def = (PyMethodDef){names, (PyCFunction)(void (*)(void))ufunc_call, METH_FASTCALL,
                          names + ln};
-    PyObject *self = PyModule_NewObject(args[2]);
-    if (!self) {
-        PyMem_RawFree(def);
-        return NULL;
-    }
-    PyObject *f = PyCFunction_NewEx(def, self, args[2]);
-    if (!f) {
-        Py_DECREF(self);
-        PyMem_RawFree(def);
-        return NULL;
-    }
-    ufunc_selves[n_ufunc_selves].self = self;
-    ufunc_selves[n_ufunc_selves++].op = op;
+    PyObject *f = PyCFunction_NewEx(def, op_selves[op], args[2]);
+    if (!f) PyMem_RawFree(def);
     return f;
 }
 
