@@ -93,12 +93,34 @@ $(BUILD)/examples/ffi/lib%.so: examples/ffi/%.c include/olympus.h
 
 # The stream and device tests run again with three devices.
 MULTI_DEVICE_TESTS := stream_
+# The kernel tests run again at every CPU level this machine supports
+# (OLYMPUS_CPU_LEVEL; `test_c --cpu-levels` lists them, best last): the C
+# tests whose kernels have per-level loops at every level, a Python subset at
+# every level below the best (the full run above used the best).
+CPU_LEVEL_TESTS := cpu_level elementwise reduce linalg random rules_elementwise rules_special \
+                   structural special sort
+CPU_LEVEL_PY_TESTS := test_numpy.py test_special.py test_random.py test_linalg.py test_nn.py \
+                      test_scipy.py
+define run_cpu_levels # $(1): test_c; $(2): environment before it
+	@for lv in $$($(1) --cpu-levels); do \
+	  echo "OLYMPUS_CPU_LEVEL=$$lv $(1) $(CPU_LEVEL_TESTS)"; \
+	  $(2) OLYMPUS_CPU_LEVEL=$$lv $(1) $(CPU_LEVEL_TESTS) || exit 1; \
+	done
+endef
 test-c: $(BUILD)/test_c $(C_EXAMPLES)
 	$(BUILD)/test_c
 	OLYMPUS_NUM_CPU_DEVICES=3 $(BUILD)/test_c $(MULTI_DEVICE_TESTS)
+	$(call run_cpu_levels,$(BUILD)/test_c,)
 
-test-python: $(EXT) $(FFI_LIBS)
+test-python: $(EXT) $(FFI_LIBS) $(BUILD)/test_c
 	cd tests/python && PYTHONPATH=$(CURDIR)/python OLYMPUS_EXT_DIR=$(CURDIR)/$(BUILD) $(PY) -m pytest -q -p no:cacheprovider .
+	@levels="$$($(BUILD)/test_c --cpu-levels)"; for lv in $$levels; do \
+	  [ "$$lv" = "$${levels##* }" ] && continue; \
+	  echo "OLYMPUS_CPU_LEVEL=$$lv pytest $(CPU_LEVEL_PY_TESTS)"; \
+	  (cd tests/python && OLYMPUS_CPU_LEVEL=$$lv PYTHONPATH=$(CURDIR)/python \
+	    OLYMPUS_EXT_DIR=$(CURDIR)/$(BUILD) $(PY) -m pytest -q -p no:cacheprovider \
+	    $(CPU_LEVEL_PY_TESTS)) || exit 1; \
+	done
 
 # The layer arrows and the exported names, read from the built objects
 # (scripts/check_layers.py says which arrows are allowed).
@@ -125,6 +147,7 @@ asan: deps
 	$(MAKE) BUILD=build-asan SAN="$(ASAN_FLAGS)" OPT=-O1 all build-asan/test_c
 	ASAN_OPTIONS=detect_leaks=1 build-asan/test_c
 	ASAN_OPTIONS=detect_leaks=1 OLYMPUS_NUM_CPU_DEVICES=3 build-asan/test_c $(MULTI_DEVICE_TESTS)
+	$(call run_cpu_levels,build-asan/test_c,ASAN_OPTIONS=detect_leaks=1)
 	cd tests/python && PYTHONPATH=$(CURDIR)/python \
 	  LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 	  ASAN_OPTIONS=detect_leaks=0 OLYMPUS_EXT_DIR=$(CURDIR)/build-asan \

@@ -702,6 +702,31 @@ def oly_eager_sin():
     return Side(run, result=lambda: np.asarray(sin(x)))
 
 
+def oly_eager_add():
+    """jnp.add on two f32[1] Arrays: the eager binary-op path (dtype check in C)."""
+    olympus, jnp = oly()
+    a = jnp.asarray(np.full(1, 0.5, np.float32))
+    b = jnp.asarray(np.full(1, 0.25, np.float32))
+    add = jnp.add
+    add(a, b)
+
+    def run(n):
+        for _ in range(n):
+            add(a, b)
+    return Side(run, result=lambda: np.asarray(add(a, b)))
+
+
+def numpy_add_1():
+    a = np.full(1, 0.5, np.float32)
+    b = np.full(1, 0.25, np.float32)
+    add = np.add
+
+    def run(n):
+        for _ in range(n):
+            add(a, b)
+    return Side(run, result=lambda: add(a, b))
+
+
 def numpy_sin_1():
     a = np.full(1, 0.5, np.float32)
     sin = np.sin
@@ -804,7 +829,11 @@ def _np_add_at(x, i):
 C1M = (X1M + 1j * Y1M).astype(np.complex64)
 
 MATS = {n: (_rng.standard_normal((n, n)).astype(np.float32),
-            _rng.standard_normal((n, n)).astype(np.float32)) for n in (256, 1024)}
+            _rng.standard_normal((n, n)).astype(np.float32)) for n in (4, 16, 32, 64, 256, 1024)}
+VEC256 = _rng.standard_normal(256).astype(np.float32)
+X1K2 = _rng.standard_normal((1000, 1000)).astype(np.float32)
+# products of 1000 factors stay finite near 1
+P1K2 = (1 + 0.001 * _rng.standard_normal((1000, 1000))).astype(np.float32)
 
 # linalg at 512 f32: a well-conditioned general matrix (randn / sqrt(n) + 2 I),
 # a symmetric positive definite one, a right-hand side
@@ -876,6 +905,8 @@ def make_rows(args):
                     "Numba @njit call", numba_dispatch, 2.0, "<=2x Numba", rtol=1e-6))
     rows.append(Row("dispatch-ufunc", "4", "cached jit dispatch", oly_jit_dispatch,
                     "NumPy ufunc f32[1]", numpy_ufunc_1, rtol=1e-6))
+    rows.append(Row("eager-add", "4", "eager jnp.add f32[1]", oly_eager_add, "np.add f32[1]",
+                    numpy_add_1, 1.0, "<=NumPy", rtol=1e-6))
     rows.append(Row("eager-sin", "4", "eager jnp.sin f32[1]", oly_eager_sin, "np.sin f32[1]",
                     numpy_sin_1, 1.0, "<=NumPy", rtol=1e-6))
     # 5: kernels
@@ -886,6 +917,14 @@ def make_rows(args):
                     c_chain_floor, rtol=1e-4))
     rows.append(Row("sum-numpy", "5", "sum f32[1M]", oly_jit_side(lambda jnp: jnp.sum, X1M),
                     "NumPy", numpy_side(np.sum, X1M), rtol=1e-3))
+    # reductions over axis 0 (rows accumulated into the output vector)
+    for op, arr in (("sum", X1K2), ("max", X1K2), ("min", X1K2), ("prod", P1K2)):
+        target = (1.0, "<=NumPy") if op in ("sum", "max") else (None, "")
+        rows.append(Row(f"{op}-axis0-1000", "5", f"{op}(axis=0) f32[1000,1000]",
+                        oly_jit_side(lambda jnp, op=op: (lambda x: getattr(jnp, op)(x, axis=0)),
+                                     arr), "NumPy",
+                        numpy_side(lambda x, op=op: getattr(np, op)(x, axis=0), arr), *target,
+                        rtol=1e-4))
     # gather / scatter / sort: indexing against NumPy's fancy indexing
     rows.append(Row("gather-elems", "5", "x[idx] f32[1M], 256K indices",
                     oly_jit_side(lambda jnp: (lambda x, i: x[i]), X1M, IDX), "NumPy",
@@ -908,6 +947,15 @@ def make_rows(args):
     rows.append(Row("random-normal-10M", "5", "random.normal f32[10M]",
                     oly_random_normal(10**7), "NumPy Generator.standard_normal",
                     numpy_standard_normal(10**7), 1.1, "<=1.1x NumPy"))
+    for n in (4, 16, 32, 64):
+        a, b = MATS[n]
+        target = (1.0, "<=NumPy") if n == 32 else (None, "")
+        rows.append(Row(f"matmul-{n}", "5", f"matmul f32[{n},{n}]",
+                        oly_jit_side(lambda jnp: jnp.matmul, a, b), "NumPy",
+                        numpy_side(np.matmul, a, b), *target, rtol=1e-4))
+    rows.append(Row("matvec-256", "5", "matvec f32[256,256] @ f32[256]",
+                    oly_jit_side(lambda jnp: jnp.matmul, MATS[256][0], VEC256), "NumPy",
+                    numpy_side(np.matmul, MATS[256][0], VEC256), 1.0, "<=NumPy", rtol=1e-4))
     for n in (256, 1024):
         a, b = MATS[n]
         rows.append(Row(f"matmul-{n}", "5", f"matmul f32[{n},{n}]",
@@ -1158,17 +1206,30 @@ def print_table(results, file=sys.stdout):
             print(f"  {n}", file=file)
 
 
+def _level_text(info):
+    """The olympus kernels' CPU dispatch level, and the best the CPU has when lower."""
+    lv, mx = info.get("cpu_level", "n/a"), info.get("cpu_level_max")
+    return lv if not mx or mx == lv else f"{lv} (forced; CPU max {mx})"
+
+
 def machine_info():
-    model = "unknown"
+    model, flags = "unknown", set()
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("model name"):
+                if line.startswith("model name") and model == "unknown":
                     model = line.split(":", 1)[1].strip()
-                    break
+                elif line.startswith("flags") and not flags:
+                    flags = set(line.split(":", 1)[1].split())
     except OSError:
         pass
-    info = {"nproc": os.cpu_count(), "cpu_model": model, "platform": platform.platform(),
+    isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
+    try:
+        load = " ".join(open("/proc/loadavg").read().split()[:3])
+    except OSError:
+        load = "?"
+    info = {"nproc": os.cpu_count(), "cpu_model": model, "cpu_flags": isa, "load": load,
+            "platform": platform.platform(),
             "python": sys.version.split()[0], "numpy": np.__version__}
     try:
         info["numba"] = numba_mod().__version__
@@ -1197,13 +1258,19 @@ def main(argv=None):
     args.repeats = max(1, args.repeats)
     t0 = time.perf_counter()
     info = machine_info()
+    info["cpu_level"] = "n/a"
     try:
         olympus, _ = oly()
         core = getattr(olympus, "_core", None)
         info["olympus"] = getattr(core, "__file__", "?")
+        if hasattr(core, "cpu_info"):
+            ci = core.cpu_info()
+            info["cpu_level"] = ci["level"]
+            info["cpu_level_max"] = ci["max_level"]
     except NotAvailable as e:
         info["olympus"] = f"n/a: {e}"
-    log(f"olympus bench: {info['nproc']} x {info['cpu_model']}; olympus: {info['olympus']}")
+    log(f"olympus bench: {info['nproc']} x {info['cpu_model']} ({info['cpu_flags']}); "
+        f"olympus kernels: {_level_text(info)}; olympus: {info['olympus']}")
     rows = make_rows(args)
     results = []
     for i, row in enumerate(rows, 1):
@@ -1219,9 +1286,10 @@ def main(argv=None):
         results.append(r)
         log(f"  [{i:2d}/{len(rows)}] {row.id:28s} {time.perf_counter() - t1:5.1f} s")
     elapsed = time.perf_counter() - t0
-    print(f"olympus bench — {info['nproc']} x {info['cpu_model']}, python {info['python']}, "
+    print(f"olympus bench — {info['nproc']} x {info['cpu_model']} ({info['cpu_flags']}), "
+          f"olympus kernels: {_level_text(info)}; python {info['python']}, "
           f"numpy {info['numpy']}, numba {info['numba']}; median of {args.repeats} repeats; "
-          f"{elapsed:.0f} s")
+          f"{elapsed:.0f} s; load {info['load']} before")
     print_table(results)
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
     doc = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

@@ -198,6 +198,28 @@ OLY_API const char *oly_device_kind(int device); /* "cpu" */
  * unless n is the count already in use). */
 OLY_API oly_status oly_set_device_count(int n);
 
+/* ---------------------------------------------------------------- CPU kernel level */
+
+/* The instruction set the CPU kernels use, chosen once when the library loads:
+ * the best the CPU and the OS support (CPUID, and XGETBV for the OS's saving of
+ * the vector registers), or OLYMPUS_CPU_LEVEL (portable | avx2 | avx512) when
+ * set, never above what is supported (a level above, or an unknown name, is
+ * reported on stderr once and the supported best is used instead).
+ * OLYMPUS_NO_SIMD=1 (older name) means portable. Results agree across levels
+ * within each function's documented accuracy (bitwise for exact operations). */
+typedef enum oly_cpu_level {
+    OLY_CPU_LEVEL_PORTABLE = 0, /* the compiler's baseline x86-64 code */
+    OLY_CPU_LEVEL_AVX2 = 1,     /* AVX2 and FMA */
+    OLY_CPU_LEVEL_AVX512 = 2,   /* AVX-512 F, DQ, BW and VL */
+    OLY_CPU_LEVEL_COUNT
+} oly_cpu_level;
+/* The level in use. Thread-safe. */
+OLY_API oly_cpu_level oly_cpu_level_get(void);
+/* The best level this CPU and OS support (portable off x86-64 gcc builds). */
+OLY_API oly_cpu_level oly_cpu_level_max(void);
+/* "portable", "avx2", "avx512"; "?" for anything else. */
+OLY_API const char *oly_cpu_level_name(oly_cpu_level level);
+
 /* ---------------------------------------------------------------- host functions */
 
 /* What a host function sees when a program calls it. Argument buffers are

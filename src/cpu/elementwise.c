@@ -108,9 +108,10 @@ static void half_binary(const void *av, const void *bv, void *ov, int64_t n, int
 }
 /* ---------------------------------------------------------------- loop generators */
 
-/* fname: y[i] = EXPR with x = x[i]. */
-#define U_LOOP(fname, TI, TO, EXPR)                                                       \
-    static void fname(const void *xv, void *yv, int64_t n, const void *params)            \
+/* fname: y[i] = EXPR with x = x[i]; ATTR: the function's attributes (a level's
+ * target, or nothing). */
+#define U_LOOP_A(ATTR, fname, TI, TO, EXPR)                                               \
+    ATTR static void fname(const void *xv, void *yv, int64_t n, const void *params)       \
     {                                                                                     \
         const TI *xp = xv;                                                                \
         TO *yp = yv;                                                                      \
@@ -120,10 +121,11 @@ static void half_binary(const void *av, const void *bv, void *ov, int64_t n, int
             yp[i] = (TO)(EXPR);                                                           \
         }                                                                                 \
     }
+#define U_LOOP(fname, TI, TO, EXPR) U_LOOP_A(, fname, TI, TO, EXPR)
 
 /* fname: o[i] = EXPR with x = a[i] (or a[0]) and y = b[i] (or b[0]). */
-#define B_LOOP(fname, TI, TO, EXPR)                                                       \
-    static void fname(const void *av, const void *bv, void *ov, int64_t n, int mode)      \
+#define B_LOOP_A(ATTR, fname, TI, TO, EXPR)                                               \
+    ATTR static void fname(const void *av, const void *bv, void *ov, int64_t n, int mode) \
     {                                                                                     \
         const TI *ap = av, *bp = bv;                                                      \
         TO *op = ov;                                                                      \
@@ -146,6 +148,42 @@ static void half_binary(const void *av, const void *bv, void *ov, int64_t n, int
             }                                                                             \
         }                                                                                 \
     }
+#define B_LOOP(fname, TI, TO, EXPR) B_LOOP_A(, fname, TI, TO, EXPR)
+
+/* Multi-level loops (simd.h): the same C loop compiled three times, for the
+ * baseline, for AVX2 and for AVX-512 (gcc vectorises each for its level), and
+ * fname calling the one for oly__cpu_level(). For the exact operations
+ * (arithmetic, comparisons, bit operations, conversions), where every level
+ * computes the same IEEE result. */
+#if OLY__CPU_X86
+#define AT_LEVEL(fname, ARGS)                                                             \
+    do {                                                                                  \
+        switch (oly__cpu_level()) {                                                       \
+        case OLY_CPU_LEVEL_AVX512: fname##_a5 ARGS; return;                              \
+        case OLY_CPU_LEVEL_AVX2: fname##_a2 ARGS; return;                                \
+        default: fname##_p ARGS; return;                                                  \
+        }                                                                                 \
+    } while (0)
+#define U_LOOP_ML(fname, TI, TO, EXPR)                                                    \
+    U_LOOP_A(, fname##_p, TI, TO, EXPR)                                                   \
+    U_LOOP_A(OLY__TARGET_AVX2, fname##_a2, TI, TO, EXPR)                                  \
+    U_LOOP_A(OLY__TARGET_AVX512, fname##_a5, TI, TO, EXPR)                                \
+    static void fname(const void *x, void *y, int64_t n, const void *p)                   \
+    {                                                                                     \
+        AT_LEVEL(fname, (x, y, n, p));                                                    \
+    }
+#define B_LOOP_ML(fname, TI, TO, EXPR)                                                    \
+    B_LOOP_A(, fname##_p, TI, TO, EXPR)                                                   \
+    B_LOOP_A(OLY__TARGET_AVX2, fname##_a2, TI, TO, EXPR)                                  \
+    B_LOOP_A(OLY__TARGET_AVX512, fname##_a5, TI, TO, EXPR)                                \
+    static void fname(const void *a, const void *b, void *o, int64_t n, int mode)         \
+    {                                                                                     \
+        AT_LEVEL(fname, (a, b, o, n, mode));                                              \
+    }
+#else
+#define U_LOOP_ML(fname, TI, TO, EXPR) U_LOOP(fname, TI, TO, EXPR)
+#define B_LOOP_ML(fname, TI, TO, EXPR) B_LOOP(fname, TI, TO, EXPR)
+#endif
 
 /* float16 and bfloat16 versions of op through op##_f32. */
 #define HALF_U(op, BOOL_OUT)                                                              \
@@ -191,10 +229,15 @@ static void half_binary(const void *av, const void *bv, void *ov, int64_t n, int
 #define E_CPLX(op) [OLY_COMPLEX64] = op##_c64, [OLY_COMPLEX128] = op##_c128
 #define E_BOOL(op) [OLY_BOOL] = op##_bool
 
-/* Float loops (f32, f64 and the half versions) and complex loops of a unary op. */
+/* Float loops (f32, f64 and the half versions) and complex loops of a unary op;
+ * the _ML forms compile the f32/f64 loops for every level. */
 #define F_UNARY(op, EF, ED)                                                               \
     U_LOOP(op##_f32, float, float, EF)                                                    \
     U_LOOP(op##_f64, double, double, ED)                                                  \
+    HALF_U(op, false)
+#define F_UNARY_ML(op, EF, ED)                                                            \
+    U_LOOP_ML(op##_f32, float, float, EF)                                                 \
+    U_LOOP_ML(op##_f64, double, double, ED)                                               \
     HALF_U(op, false)
 #define C_UNARY(op, EC, EZ)                                                               \
     U_LOOP(op##_c64, c64, c64, EC)                                                        \
@@ -202,6 +245,10 @@ static void half_binary(const void *av, const void *bv, void *ov, int64_t n, int
 #define F_BINARY(op, EF, ED)                                                              \
     B_LOOP(op##_f32, float, float, EF)                                                    \
     B_LOOP(op##_f64, double, double, ED)                                                  \
+    HALF_B(op, false)
+#define F_BINARY_ML(op, EF, ED)                                                           \
+    B_LOOP_ML(op##_f32, float, float, EF)                                                 \
+    B_LOOP_ML(op##_f64, double, double, ED)                                               \
     HALF_B(op, false)
 #define C_BINARY(op, EC, EZ)                                                              \
     B_LOOP(op##_c64, c64, c64, EC)                                                        \
@@ -225,66 +272,58 @@ COPY_ZERO(2)
 COPY_ZERO(4)
 COPY_ZERO(8)
 
-/* ---------------------------------------------------------------- SIMD loops (x86-64 AVX2)
+/* ---------------------------------------------------------------- SIMD loops (transcendental)
  *
- * The f32/f64 transcendental loops run 8 (f32) or 4 (f64) lanes at a time
- * through SLEEF's 1.0-ULP (u10) AVX2 functions when the CPU has AVX2 and FMA;
- * sqrt, rsqrt, floor and ceil use the exact instructions. The choice is made
- * once per loop call (simd_ok); the tail is padded into one more vector, so
- * every element of a call goes through the same function. Elsewhere, or with
- * OLYMPUS_NO_SIMD set in the environment, the scalar libm loops run. */
+ * The f32/f64 transcendental loops run through SLEEF's 1.0-ULP (u10) vector
+ * functions: 8 (f32) or 4 (f64) lanes with AVX2+FMA, 16 or 8 with AVX-512
+ * (SLEEF's avx512f builds of the same algorithms, the same bound); sqrt,
+ * rsqrt, floor and ceil use the exact instructions. The level is chosen once
+ * per loop call (oly__cpu_level); the tail is padded into one more vector, so
+ * every element of a call goes through the same function. At the portable
+ * level (no AVX2/FMA, OLYMPUS_CPU_LEVEL=portable) the scalar libm loops run.
+ *
+ * Each vector operation NAME is four functions, v_NAME_f8 / _d4 (AVX2, f32 /
+ * f64) and v_NAME_f16 / _d8 (AVX-512), so one line per row names it. */
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if OLY__CPU_X86
 #pragma GCC push_options
-#pragma GCC target("avx2,fma")
+#pragma GCC target("avx512f,avx2,fma")
 #include <sleef.h>
 #pragma GCC pop_options
-#define SIMD __attribute__((target("avx2,fma")))
+#define A2 OLY__TARGET_AVX2
+#define A5 OLY__TARGET_AVX512
 
-/* fname: y[i] = VEXPR with v = x[i..i+W) as VT (W lanes of T). */
-#define V_ULOOP(fname, T, VT, W, LOAD, STORE, VEXPR)                                      \
-    SIMD static void fname(const void *xv, void *yv, int64_t n)                           \
+/* fname: y[i] = VFN(v) with v = x[i..i+W) as VT (W lanes of T). */
+#define V_ULOOP(ATTR, fname, T, VT, W, LOAD, STORE, VFN)                                  \
+    ATTR static void fname(const void *xv, void *yv, int64_t n)                           \
     {                                                                                     \
         const T *xp = xv;                                                                 \
         T *yp = yv;                                                                       \
         int64_t i = 0;                                                                    \
-        for (; i + W <= n; i += W) {                                                      \
-            VT v = LOAD(xp + i);                                                          \
-            STORE(yp + i, (VEXPR));                                                       \
-        }                                                                                 \
+        for (; i + W <= n; i += W) STORE(yp + i, VFN(LOAD(xp + i)));                      \
         if (i < n) {                                                                      \
             T t[W] = {0};                                                                 \
             memcpy(t, xp + i, (size_t)(n - i) * sizeof(T));                              \
-            VT v = LOAD(t);                                                               \
-            STORE(t, (VEXPR));                                                            \
+            STORE(t, VFN(LOAD(t)));                                                       \
             memcpy(yp + i, t, (size_t)(n - i) * sizeof(T));                               \
         }                                                                                 \
     }
 
-/* fname: o[i] = VEXPR with x, y the lanes of a and b (or a broadcast a[0] / b[0]). */
-#define V_BLOOP(fname, T, VT, W, LOAD, STORE, SET1, VEXPR)                                \
-    SIMD static void fname(const void *av, const void *bv, void *ov, int64_t n, int mode) \
+/* fname: o[i] = VFN(x, y) with x, y the lanes of a and b (or a broadcast a[0] / b[0]). */
+#define V_BLOOP(ATTR, fname, T, VT, W, LOAD, STORE, SET1, VFN)                            \
+    ATTR static void fname(const void *av, const void *bv, void *ov, int64_t n, int mode) \
     {                                                                                     \
         const T *ap = av, *bp = bv;                                                       \
         T *op = ov;                                                                       \
         int64_t i = 0;                                                                    \
         if (mode == A_SCALAR) {                                                           \
             const VT x = SET1(ap[0]);                                                     \
-            for (; i + W <= n; i += W) {                                                  \
-                VT y = LOAD(bp + i);                                                      \
-                STORE(op + i, (VEXPR));                                                   \
-            }                                                                             \
+            for (; i + W <= n; i += W) STORE(op + i, VFN(x, LOAD(bp + i)));               \
         } else if (mode == B_SCALAR) {                                                    \
             const VT y = SET1(bp[0]);                                                     \
-            for (; i + W <= n; i += W) {                                                  \
-                VT x = LOAD(ap + i);                                                      \
-                STORE(op + i, (VEXPR));                                                   \
-            }                                                                             \
+            for (; i + W <= n; i += W) STORE(op + i, VFN(LOAD(ap + i), y));               \
         } else {                                                                          \
-            for (; i + W <= n; i += W) {                                                  \
-                VT x = LOAD(ap + i), y = LOAD(bp + i);                                    \
-                STORE(op + i, (VEXPR));                                                   \
-            }                                                                             \
+            for (; i + W <= n; i += W) STORE(op + i, VFN(LOAD(ap + i), LOAD(bp + i)));    \
         }                                                                                 \
         if (i < n) {                                                                      \
             T ta[W], tb[W];                                                               \
@@ -293,104 +332,205 @@ COPY_ZERO(8)
                 ta[j] = mode == A_SCALAR ? ap[0] : in_ ? ap[i + j] : (T)1;                \
                 tb[j] = mode == B_SCALAR ? bp[0] : in_ ? bp[i + j] : (T)1;                \
             }                                                                             \
-            VT x = LOAD(ta), y = LOAD(tb);                                                \
-            STORE(ta, (VEXPR));                                                           \
+            STORE(ta, VFN(LOAD(ta), LOAD(tb)));                                           \
             memcpy(op + i, ta, (size_t)(n - i) * sizeof(T));                              \
         }                                                                                 \
     }
 
-#define V_ULOOP_F32(fname, VEXPR) \
-    V_ULOOP(fname, float, __m256, 8, _mm256_loadu_ps, _mm256_storeu_ps, VEXPR)
-#define V_ULOOP_F64(fname, VEXPR) \
-    V_ULOOP(fname, double, __m256d, 4, _mm256_loadu_pd, _mm256_storeu_pd, VEXPR)
-#define V_BLOOP_F32(fname, VEXPR) \
-    V_BLOOP(fname, float, __m256, 8, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps, VEXPR)
-#define V_BLOOP_F64(fname, VEXPR) \
-    V_BLOOP(fname, double, __m256d, 4, _mm256_loadu_pd, _mm256_storeu_pd, _mm256_set1_pd, VEXPR)
-
-/* The f32 and f64 loops of a unary op: SIMD when available, else the scalar EF / ED. */
-#define F_UNARY_V(op, EF, ED, VF, VD)                                                     \
-    U_LOOP(op##_f32_s, float, float, EF)                                                  \
-    U_LOOP(op##_f64_s, double, double, ED)                                                \
-    V_ULOOP_F32(op##_f32_v, VF)                                                           \
-    V_ULOOP_F64(op##_f64_v, VD)                                                           \
+/* The f32 and f64 loops of a unary op: the scalar EF / ED at the portable
+ * level, v_VN's vector functions above it. */
+#define F_UNARY_V(op, EF, ED, VN)                                                         \
+    U_LOOP(op##_f32_p, float, float, EF)                                                  \
+    U_LOOP(op##_f64_p, double, double, ED)                                                \
+    V_ULOOP(A2, op##_f32_a2, float, __m256, 8, _mm256_loadu_ps, _mm256_storeu_ps,         \
+            v_##VN##_f8)                                                                  \
+    V_ULOOP(A2, op##_f64_a2, double, __m256d, 4, _mm256_loadu_pd, _mm256_storeu_pd,       \
+            v_##VN##_d4)                                                                  \
+    V_ULOOP(A5, op##_f32_a5, float, __m512, 16, _mm512_loadu_ps, _mm512_storeu_ps,        \
+            v_##VN##_f16)                                                                 \
+    V_ULOOP(A5, op##_f64_a5, double, __m512d, 8, _mm512_loadu_pd, _mm512_storeu_pd,       \
+            v_##VN##_d8)                                                                  \
     static void op##_f32(const void *x, void *y, int64_t n, const void *p)                \
     {                                                                                     \
-        if (oly__cpu_simd_ok()) op##_f32_v(x, y, n);                                               \
-        else op##_f32_s(x, y, n, p);                                                      \
+        switch (oly__cpu_level()) {                                                       \
+        case OLY_CPU_LEVEL_AVX512: op##_f32_a5(x, y, n); return;                         \
+        case OLY_CPU_LEVEL_AVX2: op##_f32_a2(x, y, n); return;                           \
+        default: op##_f32_p(x, y, n, p); return;                                          \
+        }                                                                                 \
     }                                                                                     \
     static void op##_f64(const void *x, void *y, int64_t n, const void *p)                \
     {                                                                                     \
-        if (oly__cpu_simd_ok()) op##_f64_v(x, y, n);                                               \
-        else op##_f64_s(x, y, n, p);                                                      \
+        switch (oly__cpu_level()) {                                                       \
+        case OLY_CPU_LEVEL_AVX512: op##_f64_a5(x, y, n); return;                         \
+        case OLY_CPU_LEVEL_AVX2: op##_f64_a2(x, y, n); return;                           \
+        default: op##_f64_p(x, y, n, p); return;                                          \
+        }                                                                                 \
     }                                                                                     \
     HALF_U(op, false)
-#define F_BINARY_V(op, EF, ED, VF, VD)                                                    \
-    B_LOOP(op##_f32_s, float, float, EF)                                                  \
-    B_LOOP(op##_f64_s, double, double, ED)                                                \
-    V_BLOOP_F32(op##_f32_v, VF)                                                           \
-    V_BLOOP_F64(op##_f64_v, VD)                                                           \
+#define F_BINARY_V(op, EF, ED, VN)                                                        \
+    B_LOOP(op##_f32_p, float, float, EF)                                                  \
+    B_LOOP(op##_f64_p, double, double, ED)                                                \
+    V_BLOOP(A2, op##_f32_a2, float, __m256, 8, _mm256_loadu_ps, _mm256_storeu_ps,         \
+            _mm256_set1_ps, v_##VN##_f8)                                                  \
+    V_BLOOP(A2, op##_f64_a2, double, __m256d, 4, _mm256_loadu_pd, _mm256_storeu_pd,       \
+            _mm256_set1_pd, v_##VN##_d4)                                                  \
+    V_BLOOP(A5, op##_f32_a5, float, __m512, 16, _mm512_loadu_ps, _mm512_storeu_ps,        \
+            _mm512_set1_ps, v_##VN##_f16)                                                 \
+    V_BLOOP(A5, op##_f64_a5, double, __m512d, 8, _mm512_loadu_pd, _mm512_storeu_pd,       \
+            _mm512_set1_pd, v_##VN##_d8)                                                  \
     static void op##_f32(const void *a, const void *b, void *o, int64_t n, int mode)      \
     {                                                                                     \
-        if (oly__cpu_simd_ok()) op##_f32_v(a, b, o, n, mode);                                      \
-        else op##_f32_s(a, b, o, n, mode);                                                \
+        AT_LEVEL(op##_f32, (a, b, o, n, mode));                                           \
     }                                                                                     \
     static void op##_f64(const void *a, const void *b, void *o, int64_t n, int mode)      \
     {                                                                                     \
-        if (oly__cpu_simd_ok()) op##_f64_v(a, b, o, n, mode);                                      \
-        else op##_f64_s(a, b, o, n, mode);                                                \
+        AT_LEVEL(op##_f64, (a, b, o, n, mode));                                           \
     }                                                                                     \
     HALF_B(op, false)
 
-/* SLEEF's 1.0-ULP AVX2 functions by name. */
-#define SF(f) Sleef_##f##f8_u10avx2(v)
-#define SD(f) Sleef_##f##d4_u10avx2(v)
+/* v_f: SLEEF's u10 function f at both levels. */
+#define SLEEF_U(f)                                                                        \
+    A2 static inline __m256 v_##f##_f8(__m256 v) { return Sleef_##f##f8_u10avx2(v); }     \
+    A2 static inline __m256d v_##f##_d4(__m256d v) { return Sleef_##f##d4_u10avx2(v); }   \
+    A5 static inline __m512 v_##f##_f16(__m512 v) { return Sleef_##f##f16_u10avx512f(v); } \
+    A5 static inline __m512d v_##f##_d8(__m512d v) { return Sleef_##f##d8_u10avx512f(v); }
+#define SLEEF_B(f)                                                                        \
+    A2 static inline __m256 v_##f##_f8(__m256 x, __m256 y)                                \
+    {                                                                                     \
+        return Sleef_##f##f8_u10avx2(x, y);                                               \
+    }                                                                                     \
+    A2 static inline __m256d v_##f##_d4(__m256d x, __m256d y)                             \
+    {                                                                                     \
+        return Sleef_##f##d4_u10avx2(x, y);                                               \
+    }                                                                                     \
+    A5 static inline __m512 v_##f##_f16(__m512 x, __m512 y)                               \
+    {                                                                                     \
+        return Sleef_##f##f16_u10avx512f(x, y);                                           \
+    }                                                                                     \
+    A5 static inline __m512d v_##f##_d8(__m512d x, __m512d y)                             \
+    {                                                                                     \
+        return Sleef_##f##d8_u10avx512f(x, y);                                            \
+    }
+SLEEF_U(exp)
+SLEEF_U(exp2)
+SLEEF_U(log)
+SLEEF_U(expm1)
+SLEEF_U(sin)
+SLEEF_U(cos)
+SLEEF_U(tan)
+SLEEF_U(asin)
+SLEEF_U(acos)
+SLEEF_U(atan)
+SLEEF_U(tanh)
+SLEEF_U(atanh)
+SLEEF_U(cbrt)
+SLEEF_B(pow)
+SLEEF_B(atan2)
+
+A2 static inline __m256 v_sqrt_f8(__m256 v) { return _mm256_sqrt_ps(v); }
+A2 static inline __m256d v_sqrt_d4(__m256d v) { return _mm256_sqrt_pd(v); }
+A5 static inline __m512 v_sqrt_f16(__m512 v) { return _mm512_sqrt_ps(v); }
+A5 static inline __m512d v_sqrt_d8(__m512d v) { return _mm512_sqrt_pd(v); }
+A2 static inline __m256 v_rsqrt_f8(__m256 v)
+{
+    return _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_sqrt_ps(v));
+}
+A2 static inline __m256d v_rsqrt_d4(__m256d v)
+{
+    return _mm256_div_pd(_mm256_set1_pd(1.0), _mm256_sqrt_pd(v));
+}
+A5 static inline __m512 v_rsqrt_f16(__m512 v)
+{
+    return _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_sqrt_ps(v));
+}
+A5 static inline __m512d v_rsqrt_d8(__m512d v)
+{
+    return _mm512_div_pd(_mm512_set1_pd(1.0), _mm512_sqrt_pd(v));
+}
+A2 static inline __m256 v_floor_f8(__m256 v) { return _mm256_floor_ps(v); }
+A2 static inline __m256d v_floor_d4(__m256d v) { return _mm256_floor_pd(v); }
+A5 static inline __m512 v_floor_f16(__m512 v) { return _mm512_roundscale_ps(v, _MM_FROUND_FLOOR); }
+A5 static inline __m512d v_floor_d8(__m512d v) { return _mm512_roundscale_pd(v, _MM_FROUND_FLOOR); }
+A2 static inline __m256 v_ceil_f8(__m256 v) { return _mm256_ceil_ps(v); }
+A2 static inline __m256d v_ceil_d4(__m256d v) { return _mm256_ceil_pd(v); }
+A5 static inline __m512 v_ceil_f16(__m512 v) { return _mm512_roundscale_ps(v, _MM_FROUND_CEIL); }
+A5 static inline __m512d v_ceil_d8(__m512d v) { return _mm512_roundscale_pd(v, _MM_FROUND_CEIL); }
+/* logistic: 1 / (1 + exp(-v)). */
+A2 static inline __m256 v_logistic_f8(__m256 v)
+{
+    __m256 e = Sleef_expf8_u10avx2(_mm256_sub_ps(_mm256_setzero_ps(), v));
+    return _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+A2 static inline __m256d v_logistic_d4(__m256d v)
+{
+    __m256d e = Sleef_expd4_u10avx2(_mm256_sub_pd(_mm256_setzero_pd(), v));
+    return _mm256_div_pd(_mm256_set1_pd(1.0), _mm256_add_pd(_mm256_set1_pd(1.0), e));
+}
+A5 static inline __m512 v_logistic_f16(__m512 v)
+{
+    __m512 e = Sleef_expf16_u10avx512f(_mm512_sub_ps(_mm512_setzero_ps(), v));
+    return _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+}
+A5 static inline __m512d v_logistic_d8(__m512d v)
+{
+    __m512d e = Sleef_expd8_u10avx512f(_mm512_sub_pd(_mm512_setzero_pd(), v));
+    return _mm512_div_pd(_mm512_set1_pd(1.0), _mm512_add_pd(_mm512_set1_pd(1.0), e));
+}
 
 /* SLEEF's sinh/cosh, asinh/acosh and log1p have a narrower domain than libm:
  * past it they return inf where the true value is finite. The lanes of v
  * marked in bad go through the scalar libm function instead (rare inputs). */
-SIMD static inline __m256 fix_f32(__m256 v, __m256 r, __m256 bad, float (*f)(float))
-{
-    int m = _mm256_movemask_ps(bad);
-    if (!m) return r;
-    float xs[8], rs[8];
-    _mm256_storeu_ps(xs, v);
-    _mm256_storeu_ps(rs, r);
-    for (int j = 0; j < 8; j++)
-        if (m >> j & 1) rs[j] = f(xs[j]);
-    return _mm256_loadu_ps(rs);
-}
-SIMD static inline __m256d fix_f64(__m256d v, __m256d r, __m256d bad, double (*f)(double))
-{
-    int m = _mm256_movemask_pd(bad);
-    if (!m) return r;
-    double xs[4], rs[4];
-    _mm256_storeu_pd(xs, v);
-    _mm256_storeu_pd(rs, r);
-    for (int j = 0; j < 4; j++)
-        if (m >> j & 1) rs[j] = f(xs[j]);
-    return _mm256_loadu_pd(rs);
-}
-/* Lanes with |v| > lim (NaN lanes are not marked). */
-SIMD static inline __m256 abs_gt_f32(__m256 v, float lim)
+#define FIX(ATTR, name, VT, T, W, MASK_T, STORE, LOAD)                                    \
+    ATTR static inline VT name(VT v, VT r, MASK_T m, T (*f)(T))                           \
+    {                                                                                     \
+        if (!m) return r;                                                                 \
+        T xs[W], rs[W];                                                                   \
+        STORE(xs, v);                                                                     \
+        STORE(rs, r);                                                                     \
+        for (int j = 0; j < W; j++)                                                       \
+            if (m >> j & 1) rs[j] = f(xs[j]);                                             \
+        return LOAD(rs);                                                                  \
+    }
+FIX(A2, fix_f8, __m256, float, 8, int, _mm256_storeu_ps, _mm256_loadu_ps)
+FIX(A2, fix_d4, __m256d, double, 4, int, _mm256_storeu_pd, _mm256_loadu_pd)
+FIX(A5, fix_f16, __m512, float, 16, __mmask16, _mm512_storeu_ps, _mm512_loadu_ps)
+FIX(A5, fix_d8, __m512d, double, 8, __mmask8, _mm512_storeu_pd, _mm512_loadu_pd)
+/* The lanes with |v| > lim (NaN lanes are not marked), as a bit mask. */
+A2 static inline int abs_gt_f8(__m256 v, float lim)
 {
     __m256 a = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
-    return _mm256_cmp_ps(a, _mm256_set1_ps(lim), _CMP_GT_OQ);
+    return _mm256_movemask_ps(_mm256_cmp_ps(a, _mm256_set1_ps(lim), _CMP_GT_OQ));
 }
-SIMD static inline __m256d abs_gt_f64(__m256d v, double lim)
+A2 static inline int abs_gt_d4(__m256d v, double lim)
 {
     __m256d a = _mm256_andnot_pd(_mm256_set1_pd(-0.0), v);
-    return _mm256_cmp_pd(a, _mm256_set1_pd(lim), _CMP_GT_OQ);
+    return _mm256_movemask_pd(_mm256_cmp_pd(a, _mm256_set1_pd(lim), _CMP_GT_OQ));
 }
-/* SLEEF f over its domain |x| <= LF (f32) / LD (f64), libm past it. */
-#define V_GUARDED(fn, LF, LD)                                                              \
-    SIMD static inline __m256 fn##_vf(__m256 v)                                            \
+A5 static inline __mmask16 abs_gt_f16(__m512 v, float lim)
+{
+    return _mm512_cmp_ps_mask(_mm512_abs_ps(v), _mm512_set1_ps(lim), _CMP_GT_OQ);
+}
+A5 static inline __mmask8 abs_gt_d8(__m512d v, double lim)
+{
+    return _mm512_cmp_pd_mask(_mm512_abs_pd(v), _mm512_set1_pd(lim), _CMP_GT_OQ);
+}
+/* v_fn: SLEEF's fn over its domain |x| <= LF (f32) / LD (f64), libm past it. */
+#define V_GUARDED(fn, LF, LD)                                                             \
+    A2 static inline __m256 v_##fn##_f8(__m256 v)                                         \
     {                                                                                     \
-        return fix_f32(v, Sleef_##fn##f8_u10avx2(v), abs_gt_f32(v, LF), fn##f);             \
+        return fix_f8(v, Sleef_##fn##f8_u10avx2(v), abs_gt_f8(v, LF), fn##f);             \
     }                                                                                     \
-    SIMD static inline __m256d fn##_vd(__m256d v)                                          \
+    A2 static inline __m256d v_##fn##_d4(__m256d v)                                       \
     {                                                                                     \
-        return fix_f64(v, Sleef_##fn##d4_u10avx2(v), abs_gt_f64(v, LD), fn);                \
+        return fix_d4(v, Sleef_##fn##d4_u10avx2(v), abs_gt_d4(v, LD), fn);                \
+    }                                                                                     \
+    A5 static inline __m512 v_##fn##_f16(__m512 v)                                        \
+    {                                                                                     \
+        return fix_f16(v, Sleef_##fn##f16_u10avx512f(v), abs_gt_f16(v, LF), fn##f);       \
+    }                                                                                     \
+    A5 static inline __m512d v_##fn##_d8(__m512d v)                                       \
+    {                                                                                     \
+        return fix_d8(v, Sleef_##fn##d8_u10avx512f(v), abs_gt_d8(v, LD), fn);             \
     }
 V_GUARDED(sinh, 88.0f, 709.0)
 V_GUARDED(cosh, 88.0f, 709.0)
@@ -398,8 +538,8 @@ V_GUARDED(asinh, 1e18f, 1e150)
 V_GUARDED(acosh, 1e18f, 1e150)
 V_GUARDED(log1p, 1e37f, 1e300)
 #else
-#define F_UNARY_V(op, EF, ED, VF, VD) F_UNARY(op, EF, ED)
-#define F_BINARY_V(op, EF, ED, VF, VD) F_BINARY(op, EF, ED)
+#define F_UNARY_V(op, EF, ED, VN) F_UNARY(op, EF, ED)
+#define F_BINARY_V(op, EF, ED, VN) F_BINARY(op, EF, ED)
 #endif
 /* ---------------------------------------------------------------- unary kernels */
 
@@ -428,59 +568,48 @@ static oly_status unary_kernel(const char *name, const unary_fn *fn, const oly_k
     }                                                                                     \
     const oly_cpu_kernel oly__cpu_##op = {.fn = op##_kernel, .inplace_ok = INPLACE};
 
-/* Float transcendental with complex support: one line per op. */
-#define TRANSCENDENTAL(op, EF, ED, EC, EZ, VF, VD)                                        \
-    F_UNARY_V(op, EF, ED, VF, VD)                                                         \
+/* Float transcendental with complex support: one line per op (VN: the vector
+ * functions v_VN_*). */
+#define TRANSCENDENTAL(op, EF, ED, EC, EZ, VN)                                            \
+    F_UNARY_V(op, EF, ED, VN)                                                             \
     C_UNARY(op, EC, EZ)                                                                   \
     UNARY_KERNEL(op, true, E_FLOAT(op), E_CPLX(op))
-#define FLOAT_ONLY(op, EF, ED, VF, VD)                                                    \
-    F_UNARY_V(op, EF, ED, VF, VD)                                                         \
+#define FLOAT_ONLY(op, EF, ED, VN)                                                        \
+    F_UNARY_V(op, EF, ED, VN)                                                             \
     UNARY_KERNEL(op, true, E_FLOAT(op))
 
 /* ---------------------------------------------------------------- unary: transcendental */
 
-TRANSCENDENTAL(exp, expf(x), exp(x), cexpf(x), cexp(x), SF(exp), SD(exp))
-TRANSCENDENTAL(exp2, exp2f(x), exp2(x), cexpf(x * (float)M_LN2), cexp(x * M_LN2), SF(exp2),
-               SD(exp2))
-TRANSCENDENTAL(log, logf(x), log(x), clogf(x), clog(x), SF(log), SD(log))
-TRANSCENDENTAL(log1p, log1pf(x), log1p(x), clogf(1.0f + x), clog(1.0 + x), log1p_vf(v), log1p_vd(v))
-TRANSCENDENTAL(expm1, expm1f(x), expm1(x), cexpf(x) - 1.0f, cexp(x) - 1.0, SF(expm1), SD(expm1))
-TRANSCENDENTAL(sin, sinf(x), sin(x), csinf(x), csin(x), SF(sin), SD(sin))
-TRANSCENDENTAL(cos, cosf(x), cos(x), ccosf(x), ccos(x), SF(cos), SD(cos))
-TRANSCENDENTAL(tan, tanf(x), tan(x), ctanf(x), ctan(x), SF(tan), SD(tan))
-TRANSCENDENTAL(asin, asinf(x), asin(x), casinf(x), casin(x), SF(asin), SD(asin))
-TRANSCENDENTAL(acos, acosf(x), acos(x), cacosf(x), cacos(x), SF(acos), SD(acos))
-TRANSCENDENTAL(atan, atanf(x), atan(x), catanf(x), catan(x), SF(atan), SD(atan))
-TRANSCENDENTAL(sinh, sinhf(x), sinh(x), csinhf(x), csinh(x), sinh_vf(v), sinh_vd(v))
-TRANSCENDENTAL(cosh, coshf(x), cosh(x), ccoshf(x), ccosh(x), cosh_vf(v), cosh_vd(v))
-TRANSCENDENTAL(tanh, tanhf(x), tanh(x), ctanhf(x), ctanh(x), SF(tanh), SD(tanh))
-TRANSCENDENTAL(asinh, asinhf(x), asinh(x), casinhf(x), casinh(x), asinh_vf(v), asinh_vd(v))
-TRANSCENDENTAL(acosh, acoshf(x), acosh(x), cacoshf(x), cacosh(x), acosh_vf(v), acosh_vd(v))
-TRANSCENDENTAL(atanh, atanhf(x), atanh(x), catanhf(x), catanh(x), SF(atanh), SD(atanh))
+TRANSCENDENTAL(exp, expf(x), exp(x), cexpf(x), cexp(x), exp)
+TRANSCENDENTAL(exp2, exp2f(x), exp2(x), cexpf(x * (float)M_LN2), cexp(x * M_LN2), exp2)
+TRANSCENDENTAL(log, logf(x), log(x), clogf(x), clog(x), log)
+TRANSCENDENTAL(log1p, log1pf(x), log1p(x), clogf(1.0f + x), clog(1.0 + x), log1p)
+TRANSCENDENTAL(expm1, expm1f(x), expm1(x), cexpf(x) - 1.0f, cexp(x) - 1.0, expm1)
+TRANSCENDENTAL(sin, sinf(x), sin(x), csinf(x), csin(x), sin)
+TRANSCENDENTAL(cos, cosf(x), cos(x), ccosf(x), ccos(x), cos)
+TRANSCENDENTAL(tan, tanf(x), tan(x), ctanf(x), ctan(x), tan)
+TRANSCENDENTAL(asin, asinf(x), asin(x), casinf(x), casin(x), asin)
+TRANSCENDENTAL(acos, acosf(x), acos(x), cacosf(x), cacos(x), acos)
+TRANSCENDENTAL(atan, atanf(x), atan(x), catanf(x), catan(x), atan)
+TRANSCENDENTAL(sinh, sinhf(x), sinh(x), csinhf(x), csinh(x), sinh)
+TRANSCENDENTAL(cosh, coshf(x), cosh(x), ccoshf(x), ccosh(x), cosh)
+TRANSCENDENTAL(tanh, tanhf(x), tanh(x), ctanhf(x), ctanh(x), tanh)
+TRANSCENDENTAL(asinh, asinhf(x), asinh(x), casinhf(x), casinh(x), asinh)
+TRANSCENDENTAL(acosh, acoshf(x), acosh(x), cacoshf(x), cacosh(x), acosh)
+TRANSCENDENTAL(atanh, atanhf(x), atanh(x), catanhf(x), catanh(x), atanh)
 TRANSCENDENTAL(logistic, 1.0f / (1.0f + expf(-x)), 1.0 / (1.0 + exp(-x)),
-               1.0f / (1.0f + cexpf(-x)), 1.0 / (1.0 + cexp(-x)),
-               _mm256_div_ps(_mm256_set1_ps(1.0f),
-                             _mm256_add_ps(_mm256_set1_ps(1.0f),
-                                           Sleef_expf8_u10avx2(_mm256_sub_ps(
-                                               _mm256_setzero_ps(), v)))),
-               _mm256_div_pd(_mm256_set1_pd(1.0),
-                             _mm256_add_pd(_mm256_set1_pd(1.0),
-                                           Sleef_expd4_u10avx2(_mm256_sub_pd(
-                                               _mm256_setzero_pd(), v)))))
-TRANSCENDENTAL(sqrt, sqrtf(x), sqrt(x), csqrtf(x), csqrt(x), _mm256_sqrt_ps(v),
-               _mm256_sqrt_pd(v))
-TRANSCENDENTAL(rsqrt, 1.0f / sqrtf(x), 1.0 / sqrt(x), 1.0f / csqrtf(x), 1.0 / csqrt(x),
-               _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_sqrt_ps(v)),
-               _mm256_div_pd(_mm256_set1_pd(1.0), _mm256_sqrt_pd(v)))
-FLOAT_ONLY(cbrt, cbrtf(x), cbrt(x), SF(cbrt), SD(cbrt))
-FLOAT_ONLY(floor, floorf(x), floor(x), _mm256_floor_ps(v), _mm256_floor_pd(v))
-FLOAT_ONLY(ceil, ceilf(x), ceil(x), _mm256_ceil_ps(v), _mm256_ceil_pd(v))
+               1.0f / (1.0f + cexpf(-x)), 1.0 / (1.0 + cexp(-x)), logistic)
+TRANSCENDENTAL(sqrt, sqrtf(x), sqrt(x), csqrtf(x), csqrt(x), sqrt)
+TRANSCENDENTAL(rsqrt, 1.0f / sqrtf(x), 1.0 / sqrt(x), 1.0f / csqrtf(x), 1.0 / csqrt(x), rsqrt)
+FLOAT_ONLY(cbrt, cbrtf(x), cbrt(x), cbrt)
+FLOAT_ONLY(floor, floorf(x), floor(x), floor)
+FLOAT_ONLY(ceil, ceilf(x), ceil(x), ceil)
 
 /* round: half away from zero (0) or half to even (1). */
 U_LOOP(round_away_f32, float, float, roundf(x))
-U_LOOP(round_even_f32, float, float, rintf(x))
+U_LOOP_ML(round_even_f32, float, float, rintf(x))
 U_LOOP(round_away_f64, double, double, round(x))
-U_LOOP(round_even_f64, double, double, rint(x))
+U_LOOP_ML(round_even_f64, double, double, rint(x))
 static bool round_even(const void *p)
 {
     return p && ((const oly_params_round *)p)->rounding_method == 1;
@@ -497,49 +626,49 @@ HALF_U(round, false)
 UNARY_KERNEL(round, true, E_FLOAT(round))
 
 /* is_finite -> bool */
-U_LOOP(is_finite_f32, float, uint8_t, isfinite(x) != 0)
-U_LOOP(is_finite_f64, double, uint8_t, isfinite(x) != 0)
+U_LOOP_ML(is_finite_f32, float, uint8_t, isfinite(x) != 0)
+U_LOOP_ML(is_finite_f64, double, uint8_t, isfinite(x) != 0)
 HALF_U(is_finite, true)
 UNARY_KERNEL(is_finite, false, E_FLOAT(is_finite))
 
 /* ---------------------------------------------------------------- unary: arithmetic */
 
 /* neg: integers wrap (-INT_MIN == INT_MIN). */
-#define NEG_I(s, T, UT, ST, WT, B) U_LOOP(neg_##s, T, T, (T)(0u - (WT)x))
+#define NEG_I(s, T, UT, ST, WT, B) U_LOOP_ML(neg_##s, T, T, (T)(0u - (WT)x))
 INTS(NEG_I)
-F_UNARY(neg, -x, -x)
+F_UNARY_ML(neg, -x, -x)
 C_UNARY(neg, -x, -x)
 UNARY_KERNEL(neg, true, E_INT(neg), E_FLOAT(neg), E_CPLX(neg))
 
 /* sign: -1/0/1; floats keep ±0 and NaN; complex x/|x|. */
-#define SIGN_S(s, T, UT, ST, WT, B) U_LOOP(sign_##s, T, T, (x > 0) - (x < 0))
-#define SIGN_U(s, T, UT, ST, WT, B) U_LOOP(sign_##s, T, T, x != 0)
+#define SIGN_S(s, T, UT, ST, WT, B) U_LOOP_ML(sign_##s, T, T, (x > 0) - (x < 0))
+#define SIGN_U(s, T, UT, ST, WT, B) U_LOOP_ML(sign_##s, T, T, x != 0)
 SINTS(SIGN_S)
 UINTS(SIGN_U)
-F_UNARY(sign, x > 0 ? 1.0f : x < 0 ? -1.0f : x, x > 0 ? 1.0 : x < 0 ? -1.0 : x)
+F_UNARY_ML(sign, x > 0 ? 1.0f : x < 0 ? -1.0f : x, x > 0 ? 1.0 : x < 0 ? -1.0 : x)
 C_UNARY(sign, x == 0 ? x : x / cabsf(x), x == 0 ? x : x / cabs(x))
 UNARY_KERNEL(sign, true, E_INT(sign), E_FLOAT(sign), E_CPLX(sign))
 
 /* abs: integers wrap (abs(INT_MIN) == INT_MIN); complex -> real. */
-#define ABS_S(s, T, UT, ST, WT, B) U_LOOP(abs_##s, T, T, x < 0 ? (T)(0u - (WT)x) : x)
+#define ABS_S(s, T, UT, ST, WT, B) U_LOOP_ML(abs_##s, T, T, x < 0 ? (T)(0u - (WT)x) : x)
 #define ABS_U(s, T, UT, ST, WT, B) U_LOOP(abs_##s, T, T, x)
 SINTS(ABS_S)
 UINTS(ABS_U)
-F_UNARY(abs, fabsf(x), fabs(x))
+F_UNARY_ML(abs, fabsf(x), fabs(x))
 U_LOOP(abs_c64, c64, float, cabsf(x))
 U_LOOP(abs_c128, c128, double, cabs(x))
 UNARY_KERNEL(abs, false, E_INT(abs), E_FLOAT(abs), E_CPLX(abs))
 
 /* square: integers wrap. */
-#define SQUARE_I(s, T, UT, ST, WT, B) U_LOOP(square_##s, T, T, (T)((WT)x * (WT)x))
+#define SQUARE_I(s, T, UT, ST, WT, B) U_LOOP_ML(square_##s, T, T, (T)((WT)x * (WT)x))
 INTS(SQUARE_I)
-F_UNARY(square, x * x, x * x)
+F_UNARY_ML(square, x * x, x * x)
 C_UNARY(square, x * x, x * x)
 UNARY_KERNEL(square, true, E_INT(square), E_FLOAT(square), E_CPLX(square))
 
 /* not: logical for bool, bitwise for integers. */
-U_LOOP(not_bool, uint8_t, uint8_t, x == 0)
-#define NOT_I(s, T, UT, ST, WT, B) U_LOOP(not_##s, T, T, ~(WT)x)
+U_LOOP_ML(not_bool, uint8_t, uint8_t, x == 0)
+#define NOT_I(s, T, UT, ST, WT, B) U_LOOP_ML(not_##s, T, T, ~(WT)x)
 INTS(NOT_I)
 UNARY_KERNEL(not, true, E_BOOL(not), E_INT(not))
 
@@ -607,6 +736,46 @@ UNARY_KERNEL(integer_pow, true, E_INT(integer_pow), E_FLOAT(integer_pow), E_CPLX
 
 /* ---------------------------------------------------------------- convert_element_type */
 
+/* Typed loops for the common pairs, compiled per level; each computes what
+ * oly__convert does (src/core/convert.c): integers to floats round once, f64
+ * to f32 rounds, floats to int32 truncate, saturate and send NaN to 0,
+ * anything to bool is != 0. Other pairs take oly__convert. */
+#define SAT_I32(x)                                                                        \
+    ((x) != (x) ? 0 : (x) <= -2147483648.0 ? INT32_MIN : (x) >= 2147483648.0 ? INT32_MAX  \
+                                                                      : (int32_t)(x))
+U_LOOP_ML(cvt_u32_f32, uint32_t, float, x)
+U_LOOP_ML(cvt_i32_f32, int32_t, float, x)
+U_LOOP_ML(cvt_u8_f32, uint8_t, float, x)
+U_LOOP_ML(cvt_bool_f32, uint8_t, float, x != 0)
+U_LOOP_ML(cvt_f64_f32, double, float, x)
+U_LOOP_ML(cvt_i64_f32, int64_t, float, x)
+U_LOOP_ML(cvt_u32_f64, uint32_t, double, x)
+U_LOOP_ML(cvt_i32_f64, int32_t, double, x)
+U_LOOP_ML(cvt_f32_f64, float, double, x)
+U_LOOP_ML(cvt_i64_f64, int64_t, double, x)
+U_LOOP_ML(cvt_f32_i32, float, int32_t, SAT_I32(x))
+U_LOOP_ML(cvt_f64_i32, double, int32_t, SAT_I32(x))
+U_LOOP_ML(cvt_i32_i64, int32_t, int64_t, x)
+U_LOOP_ML(cvt_u32_i64, uint32_t, int64_t, x)
+U_LOOP_ML(cvt_i64_i32, int64_t, int32_t, (int32_t)(uint32_t)(uint64_t)x)
+U_LOOP_ML(cvt_f32_bool, float, uint8_t, x != 0)
+U_LOOP_ML(cvt_i32_bool, int32_t, uint8_t, x != 0)
+
+static const struct {
+    oly_dtype from, to;
+    unary_fn f;
+} converts[] = {
+    {OLY_UINT32, OLY_FLOAT32, cvt_u32_f32}, {OLY_INT32, OLY_FLOAT32, cvt_i32_f32},
+    {OLY_UINT8, OLY_FLOAT32, cvt_u8_f32},   {OLY_BOOL, OLY_FLOAT32, cvt_bool_f32},
+    {OLY_FLOAT64, OLY_FLOAT32, cvt_f64_f32}, {OLY_INT64, OLY_FLOAT32, cvt_i64_f32},
+    {OLY_UINT32, OLY_FLOAT64, cvt_u32_f64}, {OLY_INT32, OLY_FLOAT64, cvt_i32_f64},
+    {OLY_FLOAT32, OLY_FLOAT64, cvt_f32_f64}, {OLY_INT64, OLY_FLOAT64, cvt_i64_f64},
+    {OLY_FLOAT32, OLY_INT32, cvt_f32_i32},  {OLY_FLOAT64, OLY_INT32, cvt_f64_i32},
+    {OLY_INT32, OLY_INT64, cvt_i32_i64},    {OLY_UINT32, OLY_INT64, cvt_u32_i64},
+    {OLY_INT64, OLY_INT32, cvt_i64_i32},    {OLY_FLOAT32, OLY_BOOL, cvt_f32_bool},
+    {OLY_INT32, OLY_BOOL, cvt_i32_bool},
+};
+
 static oly_status convert_kernel(const oly_kernel_ctx *c)
 {
     oly_dtype from = c->in_aval[0].dtype, to = c->out_aval[0].dtype;
@@ -614,8 +783,14 @@ static oly_status convert_kernel(const oly_kernel_ctx *c)
     split(c, oly_aval_size(&c->out_aval[0]), &lo, &hi);
     if (hi <= lo) return OLY_OK;
     size_t isz = oly_dtype_size(from), osz = oly_dtype_size(to);
-    oly__convert((const char *)c->in[0] + (size_t)lo * isz, from,
-                 (char *)c->out[0] + (size_t)lo * osz, to, hi - lo);
+    const char *x = (const char *)c->in[0] + (size_t)lo * isz;
+    char *y = (char *)c->out[0] + (size_t)lo * osz;
+    for (size_t i = 0; i < sizeof converts / sizeof converts[0]; i++)
+        if (converts[i].from == from && converts[i].to == to) {
+            converts[i].f(x, y, hi - lo, NULL);
+            return OLY_OK;
+        }
+    oly__convert(x, from, y, to, hi - lo);
     return OLY_OK;
 }
 
@@ -655,13 +830,13 @@ static oly_status binary_kernel(const char *name, const binary_fn *fn, const oly
 
 /* add sub mul: integers wrap. */
 #define WRAP_OPS(s, T, UT, ST, WT, B)                                                     \
-    B_LOOP(add_##s, T, T, (WT)x + (WT)y)                                                  \
-    B_LOOP(sub_##s, T, T, (WT)x - (WT)y)                                                  \
-    B_LOOP(mul_##s, T, T, (WT)x * (WT)y)
+    B_LOOP_ML(add_##s, T, T, (WT)x + (WT)y)                                               \
+    B_LOOP_ML(sub_##s, T, T, (WT)x - (WT)y)                                               \
+    B_LOOP_ML(mul_##s, T, T, (WT)x * (WT)y)
 INTS(WRAP_OPS)
-F_BINARY(add, x + y, x + y)
-F_BINARY(sub, x - y, x - y)
-F_BINARY(mul, x * y, x * y)
+F_BINARY_ML(add, x + y, x + y)
+F_BINARY_ML(sub, x - y, x - y)
+F_BINARY_ML(mul, x * y, x * y)
 C_BINARY(add, x + y, x + y)
 C_BINARY(sub, x - y, x - y)
 C_BINARY(mul, x * y, x * y)
@@ -684,7 +859,7 @@ BINARY_KERNEL(mul, true, E_INT(mul), E_FLOAT(mul), E_CPLX(mul))
     B_LOOP(rem_##s, T, T, y == 0 ? x : (T)(x % y))
 SINTS(DIVREM_S)
 UINTS(DIVREM_U)
-F_BINARY(div, x / y, x / y)
+F_BINARY_ML(div, x / y, x / y)
 C_BINARY(div, x / y, x / y)
 F_BINARY(rem, fmodf(x, y), fmod(x, y))
 BINARY_KERNEL(div, true, E_INT(div), E_FLOAT(div), E_CPLX(div))
@@ -729,25 +904,24 @@ static inline c128 cpow128(c128 x, c128 y)
     if (x == 0 && creal(y) > 0) return 0;
     return cpow(x, y);
 }
-F_BINARY_V(pow, powf(x, y), pow(x, y), Sleef_powf8_u10avx2(x, y), Sleef_powd4_u10avx2(x, y))
+F_BINARY_V(pow, powf(x, y), pow(x, y), pow)
 C_BINARY(pow, cpow64(x, y), cpow128(x, y))
 BINARY_KERNEL(pow, true, E_INT(pow), E_FLOAT(pow), E_CPLX(pow))
 
 /* max/min: NaN propagates; bool acts as or/and. */
 #define MAXMIN_I(s, T, UT, ST, WT, B)                                                     \
-    B_LOOP(max_##s, T, T, x > y ? x : y)                                                  \
-    B_LOOP(min_##s, T, T, x < y ? x : y)
+    B_LOOP_ML(max_##s, T, T, x > y ? x : y)                                               \
+    B_LOOP_ML(min_##s, T, T, x < y ? x : y)
 INTS(MAXMIN_I)
-B_LOOP(max_bool, uint8_t, uint8_t, (x | y) != 0)
-B_LOOP(min_bool, uint8_t, uint8_t, (x && y))
-F_BINARY(max, (x > y || x != x) ? x : y, (x > y || x != x) ? x : y)
-F_BINARY(min, (x < y || x != x) ? x : y, (x < y || x != x) ? x : y)
+B_LOOP_ML(max_bool, uint8_t, uint8_t, (x | y) != 0)
+B_LOOP_ML(min_bool, uint8_t, uint8_t, (x && y))
+F_BINARY_ML(max, (x > y || x != x) ? x : y, (x > y || x != x) ? x : y)
+F_BINARY_ML(min, (x < y || x != x) ? x : y, (x < y || x != x) ? x : y)
 BINARY_KERNEL(max, true, E_BOOL(max), E_INT(max), E_FLOAT(max))
 BINARY_KERNEL(min, true, E_BOOL(min), E_INT(min), E_FLOAT(min))
 
 /* atan2, nextafter: floats. nextafter on 16-bit formats steps the bit pattern. */
-F_BINARY_V(atan2, atan2f(x, y), atan2(x, y), Sleef_atan2f8_u10avx2(x, y),
-           Sleef_atan2d4_u10avx2(x, y))
+F_BINARY_V(atan2, atan2f(x, y), atan2(x, y), atan2)
 BINARY_KERNEL(atan2, true, E_FLOAT(atan2))
 
 B_LOOP(nextafter_f32, float, float, nextafterf(x, y))
@@ -771,13 +945,13 @@ BINARY_KERNEL(nextafter, true, E_FLOAT(nextafter))
 /* ---------------------------------------------------------------- binary: bits */
 
 #define BITS_I(s, T, UT, ST, WT, B)                                                       \
-    B_LOOP(and_##s, T, T, x & y)                                                          \
-    B_LOOP(or_##s, T, T, x | y)                                                           \
-    B_LOOP(xor_##s, T, T, x ^ y)
+    B_LOOP_ML(and_##s, T, T, x & y)                                                       \
+    B_LOOP_ML(or_##s, T, T, x | y)                                                        \
+    B_LOOP_ML(xor_##s, T, T, x ^ y)
 INTS(BITS_I)
-B_LOOP(and_bool, uint8_t, uint8_t, (x && y))
-B_LOOP(or_bool, uint8_t, uint8_t, (x || y))
-B_LOOP(xor_bool, uint8_t, uint8_t, (x != 0) != (y != 0))
+B_LOOP_ML(and_bool, uint8_t, uint8_t, (x && y))
+B_LOOP_ML(or_bool, uint8_t, uint8_t, (x || y))
+B_LOOP_ML(xor_bool, uint8_t, uint8_t, (x != 0) != (y != 0))
 BINARY_KERNEL(and, true, E_BOOL(and), E_INT(and))
 BINARY_KERNEL(or, true, E_BOOL(or), E_INT(or))
 BINARY_KERNEL(xor, true, E_BOOL(xor), E_INT(xor))
@@ -785,10 +959,11 @@ BINARY_KERNEL(xor, true, E_BOOL(xor), E_INT(xor))
 /* Shifts act on the bit pattern; a shift count outside [0, bits) gives 0, or
  * the sign fill for the arithmetic right shift. */
 #define SHIFT_I(s, T, UT, ST, WT, B)                                                      \
-    B_LOOP(shift_left_##s, T, T, (uint64_t)y >= B ? (T)0 : (T)((WT)(UT)x << (unsigned)y)) \
-    B_LOOP(shift_right_logical_##s, T, T,                                                 \
-           (uint64_t)y >= B ? (T)0 : (T)((WT)(UT)x >> (unsigned)y))                       \
-    B_LOOP(shift_right_arithmetic_##s, T, T,                                              \
+    B_LOOP_ML(shift_left_##s, T, T,                                                       \
+              (uint64_t)y >= B ? (T)0 : (T)((WT)(UT)x << (unsigned)y))                    \
+    B_LOOP_ML(shift_right_logical_##s, T, T,                                              \
+              (uint64_t)y >= B ? (T)0 : (T)((WT)(UT)x >> (unsigned)y))                    \
+    B_LOOP_ML(shift_right_arithmetic_##s, T, T,                                           \
            (uint64_t)y >= B ? (T)((ST)x < 0 ? -1 : 0) : (T)((ST)x >> (unsigned)y))
 INTS(SHIFT_I)
 BINARY_KERNEL(shift_left, true, E_INT(shift_left))
@@ -798,17 +973,17 @@ BINARY_KERNEL(shift_right_arithmetic, true, E_INT(shift_right_arithmetic))
 /* ---------------------------------------------------------------- binary: comparisons */
 
 #define CMP_ALL(op, OPR)                                                                  \
-    B_LOOP(op##_bool, uint8_t, uint8_t, (x != 0) OPR (y != 0))                            \
-    B_LOOP(op##_f32, float, uint8_t, x OPR y)                                             \
-    B_LOOP(op##_f64, double, uint8_t, x OPR y)                                            \
+    B_LOOP_ML(op##_bool, uint8_t, uint8_t, (x != 0) OPR (y != 0))                            \
+    B_LOOP_ML(op##_f32, float, uint8_t, x OPR y)                                             \
+    B_LOOP_ML(op##_f64, double, uint8_t, x OPR y)                                            \
     HALF_B(op, true)
 #define CMP_I(s, T, UT, ST, WT, B)                                                        \
-    B_LOOP(eq_##s, T, uint8_t, x == y)                                                    \
-    B_LOOP(ne_##s, T, uint8_t, x != y)                                                    \
-    B_LOOP(lt_##s, T, uint8_t, x < y)                                                     \
-    B_LOOP(le_##s, T, uint8_t, x <= y)                                                    \
-    B_LOOP(gt_##s, T, uint8_t, x > y)                                                     \
-    B_LOOP(ge_##s, T, uint8_t, x >= y)
+    B_LOOP_ML(eq_##s, T, uint8_t, x == y)                                                    \
+    B_LOOP_ML(ne_##s, T, uint8_t, x != y)                                                    \
+    B_LOOP_ML(lt_##s, T, uint8_t, x < y)                                                     \
+    B_LOOP_ML(le_##s, T, uint8_t, x <= y)                                                    \
+    B_LOOP_ML(gt_##s, T, uint8_t, x > y)                                                     \
+    B_LOOP_ML(ge_##s, T, uint8_t, x >= y)
 INTS(CMP_I)
 CMP_ALL(eq, ==)
 CMP_ALL(ne, !=)
@@ -834,10 +1009,10 @@ BINARY_KERNEL(ge, false, E_BOOL(ge), E_INT(ge), E_FLOAT(ge))
  * one dtype and shape; which has that shape or rank 0. */
 typedef struct { uint64_t lo, hi; } u128_t;
 
-/* o[i] = cases[which[i]][i] for one element type T and predicate type W. */
-#define SELECT_LOOP(fname, T)                                                             \
-    static void fname(const void *wv, bool wbool, const void *const *cs, int nc, void *ov, \
-                      int64_t lo, int64_t hi)                                             \
+/* o[i] = cases[which[i]][i] for one element type T, compiled per level. */
+#define SELECT_LOOP_A(ATTR, fname, T)                                                     \
+    ATTR static void fname(const void *wv, bool wbool, const void *const *cs, int nc,     \
+                           void *ov, int64_t lo, int64_t hi)                              \
     {                                                                                     \
         T *o = ov;                                                                        \
         if (wbool && nc == 2) {                                                           \
@@ -855,11 +1030,24 @@ typedef struct { uint64_t lo, hi; } u128_t;
             }                                                                             \
         }                                                                                 \
     }
+#if OLY__CPU_X86
+#define SELECT_LOOP(fname, T)                                                             \
+    SELECT_LOOP_A(, fname##_p, T)                                                         \
+    SELECT_LOOP_A(OLY__TARGET_AVX2, fname##_a2, T)                                        \
+    SELECT_LOOP_A(OLY__TARGET_AVX512, fname##_a5, T)                                      \
+    static void fname(const void *wv, bool wbool, const void *const *cs, int nc, void *ov, \
+                      int64_t lo, int64_t hi)                                             \
+    {                                                                                     \
+        AT_LEVEL(fname, (wv, wbool, cs, nc, ov, lo, hi));                                 \
+    }
+#else
+#define SELECT_LOOP(fname, T) SELECT_LOOP_A(, fname, T)
+#endif
 SELECT_LOOP(select1, uint8_t)
 SELECT_LOOP(select2, uint16_t)
 SELECT_LOOP(select4, uint32_t)
 SELECT_LOOP(select8, uint64_t)
-SELECT_LOOP(select16, u128_t)
+SELECT_LOOP_A(, select16, u128_t)
 
 static oly_status select_n_kernel(const oly_kernel_ctx *c)
 {

@@ -3,11 +3,15 @@
  * Both operands are viewed as (batch, free, contract) matrices. f32/f64/c64/c128
  * go to CBLAS (gemm, gemv when one side is a vector), using the transpose flags
  * to accept either (B,M,K)/(B,K,M) and (B,K,N)/(B,N,K) layouts without copying;
- * other layouts are permuted into a scratch buffer first. f16/bf16 are widened
+ * other layouts are permuted into a scratch buffer first. Small f32/f64
+ * products (up to 96^3 multiply-adds, matrix-vector up to 512^2) run on the
+ * per-level loops of "small products" instead, single-threaded and without a
+ * BLAS call's fixed cost. f16/bf16 are widened
  * to f32 and use sgemm (float accumulation). Integers and bool use a blocked C
  * loop over uint64 accumulators (wrapping arithmetic; bool is or-of-ands). The
  * kernel runs on one thread (ith 0); OpenBLAS threads internally. */
 #include "cpu/cpu.h"
+#include "cpu/simd.h"
 
 #include <cblas.h>
 #include <limits.h>
@@ -237,6 +241,221 @@ static oly_status blas_dot(oly_dtype t, const dims_info *di, const operand *a, c
     return OLY_OK;
 }
 
+/* ---------------------------------------------------------------- small products
+ *
+ * Small f32/f64 products run on the loops below instead of CBLAS: a BLAS call
+ * costs a few microseconds of argument checks, packing and (for gemv)
+ * waking OpenBLAS's threads, more than the arithmetic of a 32x32 product.
+ * (openblas_set_num_threads would be process-global, so the size decides.)
+ * Two loops cover every layout:
+ * - axpy: y[0..n) = sum over k of s[k] * R_k[0..n), the rows R_k in order, four
+ *   at a time (each y[j] is loaded and stored once per four rows): a row of
+ *   C = A B, A^T x and x^T B;
+ *   (axpy2: two rows of C at once, sharing the loads of R);
+ * - dots: y[i] = row_i . x with 16 (f32) / 8 (f64) running lane sums added by a
+ *   fixed tree at the end, four rows a pass (independent chains sharing the
+ *   loads of x): A x and B^T rows.
+ * Each is compiled per CPU level (gcc vectorises the lanes; the vector levels
+ * multiply-add with FMA, the portable one multiplies and adds), so a level
+ * computes the same sums in the same order as any other up to FMA rounding. */
+
+enum {
+    SMALL_MNK = 96 * 96 * 96, /* multiply-adds of one product below which the loops run */
+    SMALL_MV = 512 * 512,    /* the same for a matrix-vector product */
+};
+
+#define MADD_PLAIN(a, b, c) ((a) * (b) + (c))
+#define MADD_FMAF(a, b, c) __builtin_fmaf(a, b, c)
+#define MADD_FMA(a, b, c) __builtin_fma(a, b, c)
+
+#define SMALL_LOOPS(ATTR, sfx, T, L, MADD)                                                \
+    ATTR static void axpy_##sfx(T *restrict y, int64_t n, const T *restrict s, int64_t ss, \
+                                const T *restrict R, int64_t rs, int64_t K)               \
+    {                                                                                     \
+        for (int64_t j = 0; j < n; j++) y[j] = 0;                                         \
+        int64_t k = 0;                                                                    \
+        for (; k + 4 <= K; k += 4) {                                                      \
+            const T a0 = s[k * ss], a1 = s[(k + 1) * ss], a2 = s[(k + 2) * ss];           \
+            const T a3 = s[(k + 3) * ss];                                                 \
+            const T *restrict r0 = R + k * rs, *restrict r1 = r0 + rs;                    \
+            const T *restrict r2 = r1 + rs, *restrict r3 = r2 + rs;                       \
+            for (int64_t j = 0; j < n; j++)                                               \
+                y[j] = MADD(a3, r3[j], MADD(a2, r2[j], MADD(a1, r1[j], MADD(a0, r0[j], y[j])))); \
+        }                                                                                 \
+        for (; k < K; k++) {                                                              \
+            const T a0 = s[k * ss];                                                       \
+            const T *restrict r0 = R + k * rs;                                            \
+            for (int64_t j = 0; j < n; j++) y[j] = MADD(a0, r0[j], y[j]);                 \
+        }                                                                                 \
+    }                                                                                     \
+    /* two rows at once: y0 (from s0) and y1 (from s1) share the loads of R */           \
+    ATTR static void axpy2_##sfx(T *restrict y0, T *restrict y1, int64_t n,                \
+                                 const T *restrict s0, const T *restrict s1, int64_t ss,  \
+                                 const T *restrict R, int64_t rs, int64_t K)              \
+    {                                                                                     \
+        for (int64_t j = 0; j < n; j++) y0[j] = y1[j] = 0;                                \
+        int64_t k = 0;                                                                    \
+        for (; k + 2 <= K; k += 2) {                                                      \
+            const T a0 = s0[k * ss], a1 = s0[(k + 1) * ss];                               \
+            const T b0 = s1[k * ss], b1 = s1[(k + 1) * ss];                               \
+            const T *restrict r0 = R + k * rs, *restrict r1 = r0 + rs;                    \
+            for (int64_t j = 0; j < n; j++) {                                             \
+                y0[j] = MADD(a1, r1[j], MADD(a0, r0[j], y0[j]));                          \
+                y1[j] = MADD(b1, r1[j], MADD(b0, r0[j], y1[j]));                          \
+            }                                                                             \
+        }                                                                                 \
+        for (; k < K; k++) {                                                              \
+            const T a0 = s0[k * ss], b0 = s1[k * ss];                                     \
+            const T *restrict r0 = R + k * rs;                                            \
+            for (int64_t j = 0; j < n; j++) {                                             \
+                y0[j] = MADD(a0, r0[j], y0[j]);                                           \
+                y1[j] = MADD(b0, r0[j], y1[j]);                                           \
+            }                                                                             \
+        }                                                                                 \
+    }                                                                                     \
+    /* lanes l and l + h added, h = L/2, L/4, ..., 1: a fixed tree */                     \
+    ATTR static inline T hsum_##sfx(T *restrict acc)                                      \
+    {                                                                                     \
+        for (int h = L / 2; h >= 1; h /= 2)                                               \
+            for (int l = 0; l < h; l++) acc[l] += acc[l + h];                             \
+        return acc[0];                                                                    \
+    }                                                                                     \
+    /* four rows a pass, each with L running lane sums, sharing the loads of x */         \
+    ATTR static void dots_##sfx(T *restrict y, int64_t m, const T *restrict A, int64_t lda, \
+                                const T *restrict x, int64_t K)                           \
+    {                                                                                     \
+        int64_t i = 0;                                                                    \
+        for (; i + 4 <= m; i += 4) {                                                      \
+            const T *restrict a0 = A + i * lda, *restrict a1 = a0 + lda;                  \
+            const T *restrict a2 = a1 + lda, *restrict a3 = a2 + lda;                     \
+            T c0[L], c1[L], c2[L], c3[L];                                                 \
+            for (int l = 0; l < L; l++) c0[l] = c1[l] = c2[l] = c3[l] = 0;                \
+            int64_t k = 0;                                                                \
+            for (; k + L <= K; k += L)                                                    \
+                for (int l = 0; l < L; l++) {                                             \
+                    T xv = x[k + l];                                                      \
+                    c0[l] = MADD(a0[k + l], xv, c0[l]);                                   \
+                    c1[l] = MADD(a1[k + l], xv, c1[l]);                                   \
+                    c2[l] = MADD(a2[k + l], xv, c2[l]);                                   \
+                    c3[l] = MADD(a3[k + l], xv, c3[l]);                                   \
+                }                                                                         \
+            T t0 = hsum_##sfx(c0), t1 = hsum_##sfx(c1), t2 = hsum_##sfx(c2);              \
+            T t3 = hsum_##sfx(c3);                                                        \
+            for (; k < K; k++) {                                                          \
+                t0 = MADD(a0[k], x[k], t0);                                               \
+                t1 = MADD(a1[k], x[k], t1);                                               \
+                t2 = MADD(a2[k], x[k], t2);                                               \
+                t3 = MADD(a3[k], x[k], t3);                                               \
+            }                                                                             \
+            y[i] = t0;                                                                    \
+            y[i + 1] = t1;                                                                \
+            y[i + 2] = t2;                                                                \
+            y[i + 3] = t3;                                                                \
+        }                                                                                 \
+        for (; i < m; i++) {                                                              \
+            const T *restrict a0 = A + i * lda;                                           \
+            T c0[L];                                                                      \
+            for (int l = 0; l < L; l++) c0[l] = 0;                                        \
+            int64_t k = 0;                                                                \
+            for (; k + L <= K; k += L)                                                    \
+                for (int l = 0; l < L; l++) c0[l] = MADD(a0[k + l], x[k + l], c0[l]);     \
+            T t0 = hsum_##sfx(c0);                                                        \
+            for (; k < K; k++) t0 = MADD(a0[k], x[k], t0);                                \
+            y[i] = t0;                                                                    \
+        }                                                                                 \
+    }
+
+typedef void axpy_fn(void *y, int64_t n, const void *s, int64_t ss, const void *R, int64_t rs,
+                     int64_t K);
+typedef void axpy2_fn(void *y0, void *y1, int64_t n, const void *s0, const void *s1, int64_t ss,
+                      const void *R, int64_t rs, int64_t K);
+typedef void dots_fn(void *y, int64_t m, const void *A, int64_t lda, const void *x, int64_t K);
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("vect-cost-model=dynamic")
+#endif
+SMALL_LOOPS(, f32_p, float, 16, MADD_PLAIN)
+SMALL_LOOPS(, f64_p, double, 8, MADD_PLAIN)
+#if OLY__CPU_X86
+SMALL_LOOPS(OLY__TARGET_AVX2, f32_a2, float, 16, MADD_FMAF)
+SMALL_LOOPS(OLY__TARGET_AVX2, f64_a2, double, 8, MADD_FMA)
+SMALL_LOOPS(OLY__TARGET_AVX512, f32_a5, float, 16, MADD_FMAF)
+SMALL_LOOPS(OLY__TARGET_AVX512, f64_a5, double, 8, MADD_FMA)
+#define SMALL_ENTRY(kind, T)                                                              \
+    {(kind##_fn *)kind##_##T##_p, (kind##_fn *)kind##_##T##_a2, (kind##_fn *)kind##_##T##_a5}
+#else
+#define SMALL_ENTRY(kind, T)                                                              \
+    {(kind##_fn *)kind##_##T##_p, (kind##_fn *)kind##_##T##_p, (kind##_fn *)kind##_##T##_p}
+#endif
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif
+
+static axpy_fn *const axpy_fns[2][OLY_CPU_LEVEL_COUNT] = {SMALL_ENTRY(axpy, f32),
+                                                          SMALL_ENTRY(axpy, f64)};
+static axpy2_fn *const axpy2_fns[2][OLY_CPU_LEVEL_COUNT] = {SMALL_ENTRY(axpy2, f32),
+                                                            SMALL_ENTRY(axpy2, f64)};
+static dots_fn *const dots_fns[2][OLY_CPU_LEVEL_COUNT] = {SMALL_ENTRY(dots, f32),
+                                                          SMALL_ENTRY(dots, f64)};
+
+/* Whether the product di of dtype t takes the small loops. */
+static bool small_ok(oly_dtype t, const dims_info *di)
+{
+    if (t != OLY_FLOAT32 && t != OLY_FLOAT64) return false;
+    int64_t M = di->M, N = di->N, K = di->K;
+    if (M == 1 || N == 1) return (double)M * N * K <= SMALL_MV;
+    return (double)M * N * K <= SMALL_MNK;
+}
+
+/* C(B,M,N) = op(A) op(B) with the small loops (small_ok). */
+static oly_status small_dot(oly_dtype t, const dims_info *di, const operand *a, const operand *b,
+                            void *out)
+{
+    bool f64 = t == OLY_FLOAT64;
+    size_t es = f64 ? 8 : 4;
+    axpy_fn *axpy = axpy_fns[f64][oly__cpu_level()];
+    axpy2_fn *axpy2 = axpy2_fns[f64][oly__cpu_level()];
+    dots_fn *dots = dots_fns[f64][oly__cpu_level()];
+    int64_t M = di->M, N = di->N, K = di->K;
+    char *row = NULL; /* A's row i, gathered when A is stored transposed and B is too */
+    if (a->trans && b->trans && N > 1 && M > 1) {
+        row = oly__malloc((size_t)K * es);
+        if (!row) return oly__error(OLY_ERR_NOMEM, "dot_general: out of memory for a row of %lld",
+                                    (long long)K);
+    }
+    for (int64_t bi = 0; bi < di->B; bi++) {
+        const char *A = (const char *)a->data + (size_t)(bi * M * K) * es;
+        const char *Bm = (const char *)b->data + (size_t)(bi * K * N) * es;
+        char *C = (char *)out + (size_t)(bi * M * N) * es;
+        if (N == 1) { /* y(M) = op(A) x */
+            if (a->trans) axpy(C, M, Bm, 1, A, M, K);
+            else dots(C, M, A, K, Bm, K);
+        } else if (M == 1) { /* y(N) = x^T op(B) */
+            if (b->trans) dots(C, N, Bm, K, A, K);
+            else axpy(C, N, A, 1, Bm, N, K);
+        } else if (!b->trans) { /* C row i = A(i, :) B, two rows at once */
+            int64_t ss = a->trans ? M : 1, si = a->trans ? 1 : K, i = 0;
+            for (; i + 2 <= M; i += 2)
+                axpy2(C + (size_t)(i * N) * es, C + (size_t)((i + 1) * N) * es, N,
+                      A + (size_t)(i * si) * es, A + (size_t)((i + 1) * si) * es, ss, Bm, N, K);
+            if (i < M) axpy(C + (size_t)(i * N) * es, N, A + (size_t)(i * si) * es, ss, Bm, N, K);
+        } else { /* C row i = B^T-rows . A(i, :) */
+            for (int64_t i = 0; i < M; i++) {
+                const char *ai = A + (size_t)(i * K) * es;
+                if (a->trans) {
+                    for (int64_t k = 0; k < K; k++)
+                        memcpy(row + (size_t)k * es, A + (size_t)(k * M + i) * es, es);
+                    ai = row;
+                }
+                dots(C + (size_t)(i * N) * es, N, Bm, K, ai, K);
+            }
+        }
+    }
+    free(row);
+    return OLY_OK;
+}
+
 /* ---------------------------------------------------------------- integer / bool path */
 
 enum { JB = 256, KB = 128 };
@@ -322,7 +541,9 @@ static oly_status dot_general_kernel(const oly_kernel_ctx *ctx)
     oly_status s = prepare(l, ctx->in[0], lw, la, to, &a);
     if (s == OLY_OK) s = prepare(r, ctx->in[1], rw, ra, to, &b);
     if (s != OLY_OK) goto done;
-    if (blas) {
+    if (blas && small_ok(t, &di)) {
+        s = small_dot(t, &di, &a, &b, ctx->out[0]);
+    } else if (blas) {
         s = blas_dot(t, &di, &a, &b, ctx->out[0]);
     } else if (half) {
         tmp = oly__malloc((size_t)n_out * sizeof(float));

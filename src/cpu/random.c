@@ -6,7 +6,7 @@
  * words plus the group's number into x.
  *
  * The loop runs 32 lanes a step in GCC vector types: AVX-512 or AVX2
- * instructions where the CPU has them (oly__cpu_simd_ok; AVX-512 rotates in
+ * instructions at those CPU levels (oly__cpu_level; AVX-512 rotates in
  * one instruction), SSE2 otherwise; the tail is padded into one more step so
  * every element goes through the same code. A rank-0 operand (fewer elements
  * than the output) is splat into every lane. */
@@ -167,14 +167,15 @@ __attribute__((target("avx2,avx512f,avx512vl"))) static void general_avx512 LOOP
 
 typedef void loop_fn LOOP_PARAMS;
 
-/* The loop for this CPU: AVX-512 (a rotate instruction) or AVX2 where present
- * and OLYMPUS_NO_SIMD is unset, else the portable vector code. */
+/* The loop for the CPU level (simd.h): AVX-512 (a rotate instruction), AVX2,
+ * else the portable vector code. */
 static loop_fn *pick_loop(bool splat)
 {
 #ifdef HAVE_X86_LOOPS
     int cap = oly__cpu_threefry_loop_cap;
-    if (cap != 1 && oly__cpu_simd_ok()) {
-        if (cap != 2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl"))
+    oly_cpu_level level = oly__cpu_level();
+    if (cap != 1 && level >= OLY_CPU_LEVEL_AVX2) {
+        if (cap != 2 && level >= OLY_CPU_LEVEL_AVX512)
             return splat ? splat_avx512 : general_avx512;
         return splat ? splat_avx2 : general_avx2;
     }

@@ -8,7 +8,15 @@
  * 512-element blocks, integer arithmetic wraps (done in uint64). Max/min
  * propagate NaN. Reductions walk the input once in memory order, whatever the
  * axes, accumulating into one slot per output element; a contiguous f32/f64
- * run reduced to one value takes the AVX2 path ("SIMD runs") where it can. */
+ * run reduced to one value takes the AVX2 path ("SIMD runs") where it can, and
+ * f32/f64 rows reduced into a vector (a leading or middle axis: x.sum(0)) take
+ * the per-level rows loop ("rows into a vector").
+ *
+ * Accuracy of f32 sums: NumPy adds a contiguous run pairwise in float32 and
+ * the rows of x.sum(0) one by one in float32 (error growing with the row
+ * count); here both accumulate in double (pairwise blocks for runs, row order
+ * for rows) and round once, so an f32 sum is within an ULP or so of the exact
+ * sum unless it cancels. */
 #include "cpu/cpu.h"
 #include "cpu/simd.h"
 #include "prims/reduce_ops.h"
@@ -271,9 +279,8 @@ static void combine(acc_kind k, oly_reduce_op op, int mode, void *accp, void *xp
  *   (the NaN propagates exactly as in the serial loop).
  * Without AVX2 (or with OLYMPUS_NO_SIMD set) the serial loops run. */
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#include <immintrin.h>
-#define SIMD __attribute__((target("avx2,fma")))
+#if OLY__CPU_X86
+#define SIMD OLY__TARGET_AVX2
 
 enum { SUM_BLOCK = 1024 };
 
@@ -445,6 +452,130 @@ static bool simd_run(oly_reduce_op op, oly_dtype t, const void *x, int64_t n, do
 }
 #endif
 
+/* ---------------------------------------------------------------- rows into a vector
+ *
+ * Reducing a leading (or any non-last) axis of f32/f64 adds whole rows into
+ * the vector of accumulators: acc[j] = acc[j] op x[r][j] for each row r in
+ * order. The loop takes four rows a pass with each accumulator held in a
+ * register between them, so it streams the rows once and touches the
+ * accumulators a quarter as often; each column still combines its rows one at
+ * a time, in row order, so the result is the serial loop's, bit for bit (f32
+ * accumulates in double: more accurate than NumPy, which adds the rows in
+ * float32). The same C loop is compiled for each CPU level (gcc vectorises it:
+ * 8 or 16 columns a step) and the kernel runs the one for oly__cpu_level().
+ * Max/min keep the serial rule (a NaN wins, the first NaN stays). */
+
+#define E_SUM(a, v) ((a) + (v))
+#define E_PROD(a, v) ((a) * (v))
+#define E_MAX(a, v) (((v) > (a) || (v) != (v)) ? (v) : (a))
+#define E_MIN(a, v) (((v) < (a) || (v) != (v)) ? (v) : (a))
+
+/* fname: acc[0..n) op= rows x[r * rs + 0..n) for r in [0, nr). */
+#define ROWS_LOOP(ATTR, fname, T, E)                                                      \
+    ATTR static void fname(const T *restrict x, int64_t rs, int64_t nr, double *restrict acc, \
+                           int64_t n)                                                     \
+    {                                                                                     \
+        int64_t r = 0;                                                                    \
+        for (; r + 4 <= nr; r += 4) {                                                     \
+            const T *restrict x0 = x + r * rs, *restrict x1 = x0 + rs;                    \
+            const T *restrict x2 = x1 + rs, *restrict x3 = x2 + rs;                       \
+            for (int64_t j = 0; j < n; j++) {                                             \
+                double a = acc[j];                                                        \
+                a = E(a, (double)x0[j]);                                                  \
+                a = E(a, (double)x1[j]);                                                  \
+                a = E(a, (double)x2[j]);                                                  \
+                a = E(a, (double)x3[j]);                                                  \
+                acc[j] = a;                                                               \
+            }                                                                             \
+        }                                                                                 \
+        for (; r < nr; r++) {                                                             \
+            const T *restrict x0 = x + r * rs;                                            \
+            for (int64_t j = 0; j < n; j++) acc[j] = E(acc[j], (double)x0[j]);            \
+        }                                                                                 \
+    }
+/* f32 max/min need no double: fname keeps the accumulators as float (exact:
+ * they only ever hold input values) for blocks of RB columns, so a vector
+ * holds 16 lanes instead of 8. */
+enum { RB = 1024 };
+#define ROWS_LOOP_F32(ATTR, fname, E)                                                     \
+    ATTR static void fname(const float *restrict x, int64_t rs, int64_t nr,               \
+                           double *restrict acc, int64_t n)                               \
+    {                                                                                     \
+        float b[RB];                                                                      \
+        for (int64_t j0 = 0; j0 < n; j0 += RB) {                                          \
+            int64_t w = n - j0 < RB ? n - j0 : RB;                                        \
+            for (int64_t j = 0; j < w; j++) b[j] = (float)acc[j0 + j];                    \
+            int64_t r = 0;                                                                \
+            for (; r + 4 <= nr; r += 4) {                                                 \
+                const float *restrict x0 = x + r * rs + j0, *restrict x1 = x0 + rs;       \
+                const float *restrict x2 = x1 + rs, *restrict x3 = x2 + rs;               \
+                for (int64_t j = 0; j < w; j++) {                                         \
+                    float a = b[j];                                                       \
+                    a = E(a, x0[j]);                                                      \
+                    a = E(a, x1[j]);                                                      \
+                    a = E(a, x2[j]);                                                      \
+                    a = E(a, x3[j]);                                                      \
+                    b[j] = a;                                                             \
+                }                                                                         \
+            }                                                                             \
+            for (; r < nr; r++) {                                                         \
+                const float *restrict x0 = x + r * rs + j0;                               \
+                for (int64_t j = 0; j < w; j++) b[j] = E(b[j], x0[j]);                    \
+            }                                                                             \
+            for (int64_t j = 0; j < w; j++) acc[j0 + j] = b[j];                           \
+        }                                                                                 \
+    }
+typedef void rows_fn(const void *x, int64_t rs, int64_t nr, double *acc, int64_t n);
+
+/* gcc -O2 vectorises only loops without a scalar epilogue; let the cost model
+ * pay for one here. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("vect-cost-model=dynamic")
+#endif
+#if OLY__CPU_X86
+#define ROWS_LEVELS(name, T, E) ROWS_LEVELS_(ROWS_LOOP, name, T, E)
+#define ROWS_LEVELS_(LOOP, name, ...)                                                     \
+    LOOP(, name##_p, __VA_ARGS__)                                                         \
+    LOOP(OLY__TARGET_AVX2, name##_a2, __VA_ARGS__)                                        \
+    LOOP(OLY__TARGET_AVX512, name##_a5, __VA_ARGS__)
+#define ROWS_ENTRY(name)                                                                  \
+    {(rows_fn *)name##_p, (rows_fn *)name##_a2, (rows_fn *)name##_a5}
+#else
+#define ROWS_LEVELS(name, T, E) ROWS_LOOP(, name##_p, T, E)
+#define ROWS_LEVELS_(LOOP, name, ...) LOOP(, name##_p, __VA_ARGS__)
+#define ROWS_ENTRY(name) {(rows_fn *)name##_p, (rows_fn *)name##_p, (rows_fn *)name##_p}
+#endif
+ROWS_LEVELS(rows_sum_f32, float, E_SUM)
+ROWS_LEVELS(rows_prod_f32, float, E_PROD)
+ROWS_LEVELS_(ROWS_LOOP_F32, rows_max_f32, E_MAX)
+ROWS_LEVELS_(ROWS_LOOP_F32, rows_min_f32, E_MIN)
+ROWS_LEVELS(rows_sum_f64, double, E_SUM)
+ROWS_LEVELS(rows_prod_f64, double, E_PROD)
+ROWS_LEVELS(rows_max_f64, double, E_MAX)
+ROWS_LEVELS(rows_min_f64, double, E_MIN)
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif
+
+/* [f64?][op][level] */
+static rows_fn *const rows_fns[2][4][OLY_CPU_LEVEL_COUNT] = {
+    {ROWS_ENTRY(rows_sum_f32), ROWS_ENTRY(rows_prod_f32), ROWS_ENTRY(rows_max_f32),
+     ROWS_ENTRY(rows_min_f32)},
+    {ROWS_ENTRY(rows_sum_f64), ROWS_ENTRY(rows_prod_f64), ROWS_ENTRY(rows_max_f64),
+     ROWS_ENTRY(rows_min_f64)},
+};
+
+/* The rows loop for op on dtype t at this CPU level, or NULL (the generic
+ * loop then runs). */
+static rows_fn *rows_loop(oly_reduce_op op, oly_dtype t)
+{
+    if (t != OLY_FLOAT32 && t != OLY_FLOAT64) return NULL;
+    int k = op == OLY_REDUCE_SUM ? 0 : op == OLY_REDUCE_PROD ? 1 : op == OLY_REDUCE_MAX ? 2
+          : op == OLY_REDUCE_MIN ? 3 : -1;
+    return k < 0 ? NULL : rows_fns[t == OLY_FLOAT64][k][oly__cpu_level()];
+}
+
 /* ---------------------------------------------------------------- kernels */
 
 /* Whether candidate x beats the current best b (first occurrence wins; NaN is
@@ -498,13 +629,22 @@ static oly_status reduce_kernel(const oly_kernel_ctx *ctx, oly_reduce_op op)
             if (!gr[d]) ao *= gd[d];
         }
         int last = g - 1;
+        /* Kept innermost dims after reduced ones: whole rows into the vector
+         * (rows_loop), the reduced group consumed at once. */
+        rows_fn *rows = !gr[last] && last >= 1 && gr[last - 1] ? rows_loop(op, t) : NULL;
+        int top = rows ? last - 2 : last - 1; /* the odometer's innermost dim */
         int64_t n_outer = 1, idx[OLY_MAX_RANK] = {0}, ioff = 0, ooff = 0;
-        for (int d = 0; d < last; d++) n_outer *= gd[d];
+        for (int d = 0; d <= top; d++) n_outer *= gd[d];
         double tmp[2 * CHUNK];
         const char *src = ctx->in[0];
         for (int64_t it = 0; it < n_outer; it++) {
             bool done = gr[last] && k == ACC_F &&
                         simd_run(op, t, src + (size_t)ioff * es, gd[last], (double *)acc + ooff);
+            if (rows) {
+                rows(src + (size_t)ioff * es, sin[last - 1], gd[last - 1], (double *)acc + ooff,
+                     gd[last]);
+                done = true;
+            }
             for (int64_t c = 0; !done && c < gd[last]; c += CHUNK) {
                 int64_t n = gd[last] - c < CHUNK ? gd[last] - c : CHUNK;
                 load(t, src + (size_t)(ioff + c) * es, (int64_t)es, n, tmp);
@@ -513,7 +653,7 @@ static oly_status reduce_kernel(const oly_kernel_ctx *ctx, oly_reduce_op op)
                 else
                     combine(k, op, VEC, (char *)acc + (size_t)(ooff + c) * as, tmp, n);
             }
-            for (int d = last - 1; d >= 0; d--) {
+            for (int d = top; d >= 0; d--) {
                 ioff += sin[d];
                 ooff += sout[d];
                 if (++idx[d] < gd[d]) break;

@@ -363,6 +363,38 @@ static oly_status pad_kernel(const oly_kernel_ctx *ctx)
     return OLY_OK;
 }
 
+/* One outer block of iota for the plain integer and f32/f64 dtypes: row k of
+ * `inner` elements holds (T)k (what oly_scalar_store gives: integers wrap,
+ * floats round once). false for the other dtypes. */
+static bool iota_typed(oly_dtype t, char *dst, int64_t n, int64_t inner)
+{
+#define IOTA_ROWS(T)                                                                      \
+    do {                                                                                  \
+        T *d = (T *)dst;                                                                  \
+        if (inner == 1) {                                                                 \
+            for (int64_t k = 0; k < n; k++) d[k] = (T)k;                                  \
+        } else {                                                                          \
+            for (int64_t k = 0; k < n; k++)                                               \
+                for (int64_t j = 0; j < inner; j++) d[k * inner + j] = (T)k;              \
+        }                                                                                 \
+    } while (0);                                                                          \
+    return true
+    switch (t) {
+    case OLY_INT8: IOTA_ROWS(int8_t);
+    case OLY_UINT8: IOTA_ROWS(uint8_t);
+    case OLY_INT16: IOTA_ROWS(int16_t);
+    case OLY_UINT16: IOTA_ROWS(uint16_t);
+    case OLY_INT32: IOTA_ROWS(int32_t);
+    case OLY_UINT32: IOTA_ROWS(uint32_t);
+    case OLY_INT64: IOTA_ROWS(int64_t);
+    case OLY_UINT64: IOTA_ROWS(uint64_t);
+    case OLY_FLOAT32: IOTA_ROWS(float);
+    case OLY_FLOAT64: IOTA_ROWS(double);
+    default: return false;
+    }
+#undef IOTA_ROWS
+}
+
 static oly_status iota_kernel(const oly_kernel_ctx *ctx)
 {
     const oly_params_iota *p = ctx->params;
@@ -383,6 +415,7 @@ static oly_status iota_kernel(const oly_kernel_ctx *ctx)
             memcpy(dst, out + (size_t)lo * block, block);
             continue;
         }
+        if (iota_typed(o->dtype, dst, n, inner)) continue;
         for (int64_t k = 0; k < n; k++) {
             char *row = dst + (size_t)(k * inner) * es;
             oly_scalar s = {.dtype = OLY_INT64, .weak = false, .v.i = k};

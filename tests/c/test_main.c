@@ -1,5 +1,7 @@
 /* test_main.c — runs every registered C test (optionally only those whose name
- * contains argv[1]) and prints "N passed, N failed". */
+ * contains one of the arguments) and prints "N passed, N failed".
+ * `test_c --cpu-levels` prints the CPU kernel levels this machine supports
+ * (the Makefile re-runs tests under each with OLYMPUS_CPU_LEVEL). */
 #include "test.h"
 
 typedef struct {
@@ -21,12 +23,26 @@ static int by_name(const void *a, const void *b)
     return strcmp(((const test_entry *)a)->name, ((const test_entry *)b)->name);
 }
 
+static bool selected(const char *name, int argc, char **argv)
+{
+    if (argc < 2) return true;
+    for (int i = 1; i < argc; i++)
+        if (strstr(name, argv[i])) return true;
+    return false;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 2 && strcmp(argv[1], "--cpu-levels") == 0) {
+        for (int l = 0; l <= (int)oly_cpu_level_max(); l++)
+            printf("%s%s", l ? " " : "", oly_cpu_level_name((oly_cpu_level)l));
+        printf("\n");
+        return 0;
+    }
     qsort(tests, (size_t)n_tests, sizeof tests[0], by_name);
     int passed = 0, failed = 0;
     for (int i = 0; i < n_tests; i++) {
-        if (argc > 1 && !strstr(tests[i].name, argv[1])) continue;
+        if (!selected(tests[i].name, argc, argv)) continue;
         oly_test_failed = 0;
         tests[i].fn();
         if (oly_test_failed) {

@@ -138,6 +138,22 @@ static PyObject *py_device_count(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
     return PyLong_FromLong(oly_device_count());
 }
 
+/* {"level": the CPU kernels' level, "max_level": the best supported, "levels":
+ * every supported level, lowest first}. */
+static PyObject *py_cpu_info(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
+{
+    oly_cpu_level max = oly_cpu_level_max();
+    PyObject *levels = PyList_New(0);
+    for (int l = 0; levels && l <= (int)max; l++) {
+        PyObject *name = PyUnicode_FromString(oly_cpu_level_name((oly_cpu_level)l));
+        if (!name || PyList_Append(levels, name) < 0) Py_CLEAR(levels);
+        Py_XDECREF(name);
+    }
+    if (!levels) return NULL;
+    return Py_BuildValue("{s:s,s:s,s:N}", "level", oly_cpu_level_name(oly_cpu_level_get()),
+                         "max_level", oly_cpu_level_name(max), "levels", levels);
+}
+
 static PyObject *py_is_tracer(PyObject *Py_UNUSED(m), PyObject *arg)
 {
     return PyBool_FromLong(ext_is_tracer(arg));
@@ -182,6 +198,10 @@ static PyMethodDef module_methods[] = {
     {"set_device_count", py_set_device_count, METH_O,
      "set_device_count(n): the number of CPU devices, before they are first used"},
     {"is_tracer", py_is_tracer, METH_O, "is_tracer(x) -> True if x is a Tracer"},
+    {"cpu_info", py_cpu_info, METH_NOARGS,
+     "cpu_info() -> {'level', 'max_level', 'levels'}: the CPU kernels' instruction level\n"
+     "(portable | avx2 | avx512; OLYMPUS_CPU_LEVEL lowers it), the best this CPU supports,\n"
+     "and every supported level"},
     {NULL, NULL, 0, NULL},
 };
 

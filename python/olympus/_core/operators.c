@@ -357,6 +357,17 @@ done:
  * (operators) or TypeError (strict, for binop()). */
 static PyObject *binop_impl(int op, PyObject *x, PyObject *y, bool strict)
 {
+    /* Two Arrays of one aval (the common eager case): nothing to promote or
+     * broadcast; the op's primitive at once (not for the ops composed of
+     * several, for bool's or / and, or where the dtype may be refused). */
+    oly_array *xa = ext_array_get(x), *ya = xa ? ext_array_get(y) : NULL;
+    if (ya && (ops[op].flags & ~F_CMP) == 0 && op != OP_FLOORDIV && op != OP_MOD &&
+        op != OP_POW && op != OP_MATMUL) {
+        const oly_aval *ax = oly_array_aval(xa), *ay = oly_array_aval(ya);
+        if (ax->dtype == ay->dtype && ax->weak == ay->weak && same_shape(ax, ay) &&
+            ax->dtype != OLY_BOOL)
+            return B2(ops[op].prim, x, y);
+    }
     if (!ext_is_operand(x) || !ext_is_operand(y)) {
         if (!strict) Py_RETURN_NOTIMPLEMENTED;
         PyObject *bad = ext_is_operand(x) ? y : x;
@@ -384,6 +395,11 @@ static PyObject *binop_impl(int op, PyObject *x, PyObject *y, bool strict)
 
     bool weak = false;
     oly_dtype t = oly_dtype_promote(ax.dtype, ax.weak, ay.dtype, ay.weak, &weak);
+    if (op == OP_SUB && t == OLY_BOOL) { /* NumPy: no boolean subtract */
+        PyErr_SetString(PyExc_TypeError, "subtract is not supported for boolean operands; use "
+                        "logical_xor or bitwise_xor");
+        return NULL;
+    }
     int flags = ops[op].flags;
     if ((flags & F_FLOAT) && !oly_dtype_is_inexact(t)) t = oly_default_float();
     if ((flags & F_BITS) && !(oly_dtype_is_int(t) || (t == OLY_BOOL && !(flags & F_SHIFT)))) {
@@ -579,6 +595,17 @@ static PyObject *py_result_type(PyObject *Py_UNUSED(m), PyObject *const *args, P
     return Py_BuildValue("(NO)", d, acc_weak ? Py_True : Py_False);
 }
 
+/* The operation named name (or an alias), or -1 with ValueError set. */
+static int op_by_name(const char *name)
+{
+    for (int i = 0; i < OP_COUNT; i++)
+        if (strcmp(ops[i].name, name) == 0) return i;
+    for (size_t i = 0; i < sizeof op_aliases / sizeof op_aliases[0]; i++)
+        if (strcmp(op_aliases[i].alias, name) == 0) return op_aliases[i].op;
+    PyErr_Format(PyExc_ValueError, "binop: unknown operation '%s'", name);
+    return -1;
+}
+
 static PyObject *py_binop(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t n)
 {
     if (n != 3 || !PyUnicode_Check(args[0])) {
@@ -587,16 +614,65 @@ static PyObject *py_binop(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssiz
     }
     const char *name = PyUnicode_AsUTF8(args[0]);
     if (!name) return NULL;
+    int op = op_by_name(name);
+    return op < 0 ? NULL : binop_impl(op, args[1], args[2], true);
+}
+
+/* ---------------------------------------------------------------- jnp's binary ufuncs
+ *
+ * jnp.add and its kin are builtin functions made here (binary_ufunc), so an
+ * eager call is one C call: the operands' dtypes are promoted and checked in
+ * binop_impl (boolean add / multiply are or / and, boolean subtract a
+ * TypeError, as NumPy), with no Python frame and no name lookup per call. A
+ * function's self is an empty module, one per operation (so it prints as a
+ * builtin function), and its position in op_selves is the operation. */
+
+static PyObject *op_selves[OP_COUNT]; /* owned, for the life of the process */
+
+static PyObject *ufunc_call(PyObject *self, PyObject *const *args, Py_ssize_t n)
+{
     int op = -1;
     for (int i = 0; i < OP_COUNT && op < 0; i++)
-        if (strcmp(ops[i].name, name) == 0) op = i;
-    for (size_t i = 0; op < 0 && i < sizeof op_aliases / sizeof op_aliases[0]; i++)
-        if (strcmp(op_aliases[i].alias, name) == 0) op = op_aliases[i].op;
+        if (op_selves[i] == self) op = i;
     if (op < 0) {
-        PyErr_Format(PyExc_ValueError, "binop: unknown operation '%s'", name);
+        PyErr_SetString(PyExc_SystemError, "binary ufunc called with a foreign self");
         return NULL;
     }
-    return binop_impl(op, args[1], args[2], true);
+    if (n != 2) {
+        PyErr_Format(PyExc_TypeError, "%s() takes exactly 2 positional arguments (%zd given)",
+                     ops[op].name, n);
+        return NULL;
+    }
+    return binop_impl((int)op, args[0], args[1], true);
+}
+
+/* binary_ufunc(name, doc, module): the builtin function `name`(x1, x2, /). Its
+ * method record (name and doc copied) lives as long as the process, as the
+ * functions hold it. */
+static PyObject *py_binary_ufunc(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t n)
+{
+    if (n != 3 || !PyUnicode_Check(args[0]) || !PyUnicode_Check(args[1]) ||
+        !PyUnicode_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "binary_ufunc(name: str, doc: str, module: str) takes exactly 3 arguments");
+        return NULL;
+    }
+    const char *name = PyUnicode_AsUTF8(args[0]), *doc = PyUnicode_AsUTF8(args[1]);
+    if (!name || !doc) return NULL;
+    int op = op_by_name(name);
+    if (op < 0) return NULL;
+    if (!op_selves[op] && !(op_selves[op] = PyModule_NewObject(args[2]))) return NULL;
+    size_t ln = strlen(name) + 1, ld = strlen(doc) + 1;
+    PyMethodDef *def = PyMem_RawMalloc(sizeof *def + ln + ld);
+    if (!def) return PyErr_NoMemory();
+    char *names = (char *)(def + 1);
+    memcpy(names, name, ln);
+    memcpy(names + ln, doc, ld);
+    *def = (PyMethodDef){names, (PyCFunction)(void (*)(void))ufunc_call, METH_FASTCALL,
+                         names + ln};
+    PyObject *f = PyCFunction_NewEx(def, op_selves[op], args[2]);
+    if (!f) PyMem_RawFree(def);
+    return f;
 }
 
 /* Primitives of unop(), looked up once per name object (jnp passes the same
@@ -720,6 +796,9 @@ PyMethodDef ext_operator_methods[] = {
      "result_type(*xs) -> (numpy dtype, weak_type): promotion with weak types"},
     {"binop", (PyCFunction)(void (*)(void))py_binop, METH_FASTCALL,
      "binop(name, x, y): the NumPy-style binary operation (promotion, broadcasting)"},
+    {"binary_ufunc", (PyCFunction)(void (*)(void))py_binary_ufunc, METH_FASTCALL,
+     "binary_ufunc(name, doc, module) -> the builtin function name(x1, x2, /): binop(name, "
+     "x1, x2) in one C call"},
     {"unop", (PyCFunction)(void (*)(void))py_unop, METH_FASTCALL,
      "unop(name, x, to_float): the unary primitive on an Array or Tracer (ints and bools in the "
      "default float when to_float); NotImplemented for other values"},

@@ -314,21 +314,18 @@ __all__ += ["around"]
 
 # ------------------------------------------------------------------ binary ufuncs
 
-def _binary(name, bool_name=None, bool_error=False):
-    def f(x1, x2, /):
-        if bool_name is not None or bool_error:
-            if _dt.is_bool(_dt.result_type(x1, x2)):
-                if bool_error:
-                    raise TypeError(f"{name} is not supported for boolean operands; use "
-                                    "logical_xor or bitwise_xor")
-                return _core.binop(bool_name, x1, x2)
-        return _core.binop(name, x1, x2)
-    return _define(name, f, f"Elementwise {name} with NumPy's promotion and broadcasting.")
+def _binary(name):
+    """jnp.`name`(x1, x2, /): a builtin function that runs the operation in one C
+    call (_core.binary_ufunc): NumPy's promotion and broadcasting, boolean add /
+    multiply as or / and, boolean subtract a TypeError."""
+    __all__.append(name)
+    return _core.binary_ufunc(name, f"Elementwise {name} with NumPy's promotion and "
+                              "broadcasting.", __name__.replace("_src.jnp", "numpy"))
 
 
-add = _binary("add", bool_name="bitwise_or")
-subtract = _binary("subtract", bool_error=True)
-multiply = _binary("multiply", bool_name="bitwise_and")
+add = _binary("add")
+subtract = _binary("subtract")
+multiply = _binary("multiply")
 maximum = _binary("maximum")
 minimum = _binary("minimum")
 equal = _binary("equal")
