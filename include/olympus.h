@@ -454,6 +454,11 @@ typedef enum oly_vmap_method {
     OLY_VMAP_EXPAND_DIMS,
     OLY_VMAP_BROADCAST_ALL,
     OLY_VMAP_LEGACY_VECTORIZED,
+    /* pure_callback: a gufunc signature "(n),(n)->()" (params.signature) names
+     * each argument's and result's core dims; one call per vmap level with the
+     * batch axis leading the loop dims (unbatched arguments get a size-1 axis,
+     * shorter loop dims are padded with size-1 axes, as NumPy broadcasts). */
+    OLY_VMAP_SIGNATURE,
     OLY_VMAP_METHOD_COUNT
 } oly_vmap_method;
 
@@ -480,6 +485,10 @@ typedef struct oly_params_callback {
     bool has_side_effect;          /* buffer_callback */
     const oly_io_alias *aliases;   /* buffer_callback; NULL when n_aliases is 0 */
     int n_aliases;
+    /* pure_callback with OLY_VMAP_SIGNATURE: the gufunc signature, e.g.
+     * "(m,n),(n)->(m)" (one parenthesised group per argument, then per
+     * result; names or fixed sizes); NULL otherwise. */
+    const char *signature;
 } oly_params_callback;
 
 /* outside_call (host_callback's id_tap and call). identity (id_tap): the

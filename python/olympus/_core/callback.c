@@ -692,7 +692,10 @@ static const char *const vmap_method_names[] = {
     "sequential", "sequential_unrolled", "expand_dims", "broadcast_all", "legacy_vectorized",
 };
 
-static int parse_vmap_method(PyObject *o, int *out)
+/* vmap_method: None or one of the names; with sig non-NULL (pure_callback)
+ * also "signature:<gufunc signature>", whose text (borrowed from o, valid
+ * while o lives) goes to *sig. */
+static int parse_vmap_method_sig(PyObject *o, int *out, const char **sig)
 {
     if (o == Py_None) {
         *out = OLY_VMAP_NONE;
@@ -707,14 +710,21 @@ static int parse_vmap_method(PyObject *o, int *out)
                 return 0;
             }
         }
+        if (sig && strncmp(s, "signature:", 10) == 0) {
+            *out = OLY_VMAP_SIGNATURE;
+            *sig = s + 10;
+            return 0;
+        }
     }
     PyErr_Format(PyExc_ValueError,
                  "vmap_method must be one of the allowed methods [None, 'sequential', "
-                 "'sequential_unrolled', 'expand_dims', 'broadcast_all', 'legacy_vectorized'], "
+                 "'sequential_unrolled', 'expand_dims', 'broadcast_all', 'legacy_vectorized'%s], "
                  "but got: %S",
-                 o);
+                 sig ? ", 'signature:<gufunc signature>'" : "", o);
     return -1;
 }
+
+static int parse_vmap_method(PyObject *o, int *out) { return parse_vmap_method_sig(o, out, NULL); }
 
 /* result_avals: a sequence of (shape, dtype). *out is PyMem-allocated. */
 static int parse_result_avals(PyObject *obj, oly_aval **out, int *n_out)
@@ -835,7 +845,10 @@ static PyObject *py_callback(PyObject *Py_UNUSED(m), PyObject *args, PyObject *k
         return NULL;
     }
     int vmap_method;
-    if (parse_vmap_method(vm, &vmap_method) < 0) return NULL;
+    const char *signature = NULL;
+    if (parse_vmap_method_sig(vm, &vmap_method,
+                              strcmp(kind, "pure_callback") == 0 ? &signature : NULL) < 0)
+        return NULL;
     oly_aval *avals;
     int n_res;
     if (parse_result_avals(ravals, &avals, &n_res) < 0) return NULL;
@@ -872,6 +885,7 @@ static PyObject *py_callback(PyObject *Py_UNUSED(m), PyObject *args, PyObject *k
         .n_results = n_res,
         .vmap_method = vmap_method,
         .ordered = ordered != 0,
+        .signature = signature,
     };
     oly_params_outside_call oparams = {
         .callback = hf,
