@@ -101,6 +101,7 @@ def _eager_arrays(callback):
         leaves = [_core.asarray(x) if isinstance(x, np.ndarray) else x for x in leaves]
         args, kwargs = _core.tree_unflatten(tree, leaves)
         return callback(*args, **kwargs)
+    eager.__wrapped__ = callback  # callback statistics name the user's function
     return eager
 
 
@@ -282,6 +283,7 @@ def _debug_caller(callback, in_tree, template, dyn_idx, convert):
         args, kwargs = _core.tree_unflatten(in_tree, leaves)
         callback(*args, **kwargs)
 
+    call.__wrapped__ = callback  # callback statistics name the user's function
     if key is not None:
         _bounded_put(_debug_callers, key, (callback, call))
     return call
@@ -400,6 +402,7 @@ def _formatter(fmt, printoptions, emit):
         emit(text)
 
     fmt_callback.__name__ = emit.__name__
+    fmt_callback._olympus_stats_label = f"{emit.__name__}({fmt!r})"
     if key is not None:
         _bounded_put(_formatters, key, fmt_callback)
     return fmt_callback

@@ -1,8 +1,13 @@
 """olympus.experimental: APIs whose details may still change (io_callback, the
 buffer_callback module: `from olympus.experimental.buffer_callback import
 buffer_callback`, and the host_callback module: `from olympus.experimental
-import host_callback`)."""
+import host_callback`), and callback statistics (`callback_stats`,
+`collect_callback_stats`); see docs/beyond.md."""
 from olympus._src.callback import io_callback
 from olympus.experimental import buffer_callback
+from olympus.experimental.callback_profile import (
+    CallbackStat, CallbackStats, callback_stats, collect_callback_stats, enable_callback_stats,
+    reset_callback_stats)
 
-__all__ = ["io_callback", "buffer_callback"]
+__all__ = ["io_callback", "buffer_callback", "callback_stats", "collect_callback_stats",
+           "enable_callback_stats", "reset_callback_stats", "CallbackStats", "CallbackStat"]
