@@ -543,7 +543,10 @@ typedef struct oly_params_outside_call {
      * v >= start, v < stop (no upper bound when stop <= start), and
      * (v - start) % every == 0 or v == stop - 1. On other calls the tap costs
      * that branch: a progress tap in a loop body reaches the host every
-     * `every` iterations. 0: every call is sent. */
+     * `every` iterations. 0: every call is sent. A gated tap that is sent
+     * also lets the host lock (oly_set_blocking_hooks) go for a moment (at
+     * most every 25 ms), so a receiver waiting for it can run while a long
+     * program holds it. */
     int64_t every, start, stop;
 } oly_params_outside_call;
 

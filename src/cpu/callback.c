@@ -305,6 +305,29 @@ static bool gate_open(const oly_params_outside_call *pc, const oly_kernel_ctx *c
     return (v - pc->start) % pc->every == 0;
 }
 
+/* Let the host lock go for a moment: a run that holds it (a short Python
+ * program keeps the GIL) would otherwise keep the outfeed's receiver from
+ * drawing progress until the run ends. A receiver that has been waiting for
+ * the lock takes it here (CPython hands the GIL over to a thread that asked
+ * for it, and the run waits while the receiver works). At most every
+ * YIELD_NS: a bar is redrawn ten times a second at most, and each hand-over
+ * costs the run the receiver's work and two thread switches. */
+enum { YIELD_NS = 25000000 };
+static _Atomic uint64_t last_yield_ns;
+
+static void host_yield(void)
+{
+    uint64_t now = oly_callback_stats_now();
+    uint64_t last = atomic_load_explicit(&last_yield_ns, memory_order_relaxed);
+    if (now - last < YIELD_NS ||
+        !atomic_compare_exchange_strong_explicit(&last_yield_ns, &last, now, memory_order_relaxed,
+                                                 memory_order_relaxed))
+        return;
+    bool entered;
+    void *token = oly__blocking_enter(&entered);
+    oly__blocking_leave(entered, token);
+}
+
 /* id_tap: the arrays go to the device's outfeed (retained, not copied) and the
  * outputs are the inputs; call: the host function runs here, like io_callback.
  * A gated tap sends only when its gate is open. */
@@ -314,9 +337,14 @@ static oly_status outside_call_kernel(const oly_kernel_ctx *ctx)
     if (!pc->identity)
         return callback_call(ctx, "outside_call", "host_callback.call", pc->callback,
                              pc->transforms);
-    if (pc->every <= 0 || gate_open(pc, ctx))
+    if (pc->every <= 0) {
         OLY_TRY(oly_outfeed_send(ctx->device, pc->callback, pc->transforms, ctx->in_array,
                                  ctx->n_in));
+    } else if (gate_open(pc, ctx)) {
+        OLY_TRY(oly_outfeed_send(ctx->device, pc->callback, pc->transforms, ctx->in_array,
+                                 ctx->n_in));
+        host_yield();
+    }
     for (int i = 0; i < ctx->n_in; i++)
         if (ctx->out[i] != ctx->in[i]) memcpy(ctx->out[i], ctx->in[i], oly_aval_nbytes(&ctx->in_aval[i]));
     return OLY_OK;
