@@ -32,9 +32,16 @@ static pthread_mutex_t stats_mu = PTHREAD_MUTEX_INITIALIZER;
 static stat_row *stats_rows; /* open addressing, stats_cap a power of two; under stats_mu */
 static size_t stats_cap, stats_len;
 
+/* The hot path's read of the switch: inline (the public function may be
+ * interposed under -fPIC, so the compiler would call it). */
+static inline bool stats_enabled(void)
+{
+    return atomic_load_explicit(&stats_on, memory_order_relaxed);
+}
+
 void oly_callback_stats_enable(bool on) { atomic_store_explicit(&stats_on, on, memory_order_relaxed); }
 
-bool oly_callback_stats_enabled(void) { return atomic_load_explicit(&stats_on, memory_order_relaxed); }
+bool oly_callback_stats_enabled(void) { return stats_enabled(); }
 
 uint64_t oly_callback_stats_dropped(void) { return atomic_load(&stats_dropped); }
 
@@ -95,7 +102,7 @@ static stat_row *stat_find(oly_host_fn *fn, const char *flavour, int device)
 void oly_callback_stats_record(oly_host_fn *fn, const char *flavour, int device, uint64_t ns,
                                bool ok, uint64_t bytes_in, uint64_t bytes_out)
 {
-    if (!fn || !flavour || !oly_callback_stats_enabled()) return;
+    if (!fn || !flavour || !stats_enabled()) return;
     pthread_mutex_lock(&stats_mu);
     stat_row *r = stat_find(fn, flavour, device);
     if (r) {
@@ -194,7 +201,7 @@ static inline oly_status callback_call_args(const oly_kernel_ctx *ctx, const cha
         .kind = kind,
         .transforms = transforms,
     };
-    oly_status st = __builtin_expect(oly_callback_stats_enabled(), 0)
+    oly_status st = __builtin_expect(stats_enabled(), 0)
                         ? timed_call(fn, &frame, flavour)
                         : fn->call(fn->c.user, &frame);
     if (st == OLY_OK) return OLY_OK;
