@@ -39,7 +39,10 @@ static inline bool stats_enabled(void)
     return atomic_load_explicit(&stats_on, memory_order_relaxed);
 }
 
-void oly_callback_stats_enable(bool on) { atomic_store_explicit(&stats_on, on, memory_order_relaxed); }
+void oly_callback_stats_enable(bool on)
+{
+    atomic_store_explicit(&stats_on, on, memory_order_relaxed);
+}
 
 bool oly_callback_stats_enabled(void) { return stats_enabled(); }
 
@@ -69,12 +72,11 @@ static bool stat_same(const stat_row *r, const oly_host_fn *fn, const char *flav
  * when the table cannot grow. stats_mu held. */
 static stat_row *stat_find(oly_host_fn *fn, const char *flavour, int device)
 {
-    if (stats_cap) {
-        for (size_t i = stat_hash(fn, flavour, device) & (stats_cap - 1);; i = (i + 1) & (stats_cap - 1)) {
-            stat_row *r = &stats_rows[i];
-            if (!r->fn) break;
-            if (stat_same(r, fn, flavour, device)) return r;
-        }
+    size_t mask = stats_cap - 1;
+    for (size_t i = stat_hash(fn, flavour, device) & mask; stats_cap; i = (i + 1) & mask) {
+        stat_row *r = &stats_rows[i];
+        if (!r->fn) break;
+        if (stat_same(r, fn, flavour, device)) return r;
     }
     if (2 * (stats_len + 1) > stats_cap) { /* grow: at most half full */
         size_t cap = stats_cap ? 2 * stats_cap : 64;
@@ -119,7 +121,8 @@ void oly_callback_stats_record(oly_host_fn *fn, const char *flavour, int device,
 
 oly_status oly_callback_stats_snapshot(bool reset, oly_callback_stat **out, int *n)
 {
-    if (!out || !n) return oly__error(OLY_ERR_INVALID, "oly_callback_stats_snapshot: out or n is NULL");
+    if (!out || !n)
+        return oly__error(OLY_ERR_INVALID, "oly_callback_stats_snapshot: out or n is NULL");
     pthread_mutex_lock(&stats_mu);
     size_t len = stats_len;
     oly_callback_stat *s = oly__calloc(len + 1, sizeof *s);

@@ -368,14 +368,16 @@ static void *st_worker(void *arg)
 {
     (void)arg;
     for (int r = 0; r < ST_ROUNDS; r++)
-        for (int i = 0; i < ST_FNS; i++) oly_callback_stats_record(st_fns[i], "pure_callback", 0, 1, true, 1, 1);
+        for (int i = 0; i < ST_FNS; i++)
+            oly_callback_stats_record(st_fns[i], "pure_callback", 0, 1, true, 1, 1);
     return NULL;
 }
 
 TEST(beyond_stats_threads_and_snapshots)
 {
     counting c = {0};
-    for (int i = 0; i < ST_FNS; i++) CHECK_OK(oly_host_fn_new("f", copy_host, &c, NULL, &st_fns[i]));
+    for (int i = 0; i < ST_FNS; i++)
+        CHECK_OK(oly_host_fn_new("f", copy_host, &c, NULL, &st_fns[i]));
     oly_callback_stats_enable(true);
     pthread_t t[ST_THREADS];
     for (int i = 0; i < ST_THREADS; i++) pthread_create(&t[i], NULL, st_worker, NULL);

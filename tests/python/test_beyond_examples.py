@@ -19,7 +19,8 @@ def run(name):
 def test_gufunc_example():
     out, _ = run("gufunc_callback.py")
     assert "vmap over 1000 vectors: 1 host call, shapes ((1, 3, 4), (1000, 4))" in out
-    assert "nested vmap -> (5, 1000, 3): 1 host call, shapes ((5, 1, 3, 4), (1, 1000, 4))" in out
+    assert ("nested vmap -> (5, 1000, 3): 1 host call, shapes ((5, 1, 3, 4), (1, 1000, 4))"
+            in out)
     assert "caught: pure_callback: vmap_method='signature:(m,n),(m)->(m)': core dimension 'm'" in out
 
 

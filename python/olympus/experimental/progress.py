@@ -80,8 +80,9 @@ class progress_bar:
     file: where to write (default sys.stderr, looked up when drawing).
     terminal: draw a bar redrawn in place (True), plain lines (False), or
       decide by `file.isatty()` (None, the default).
-    min_interval: seconds between redraws (default 0.1 on a terminal; 0 for
-      plain lines, which are written at each `text_step` percent, default 10).
+    min_interval: seconds between redraws on a terminal (default 0.1); plain
+      lines are written at each `text_step` percent (default 10), at most one
+      a second for a nested bar unless min_interval says otherwise.
     """
 
     def __init__(self, total=None, *, desc=None, updates=None, every=None, start=0, file=None,
@@ -224,21 +225,21 @@ def _marker(tree):
     return lax.slice(x, (0,) * len(x.shape), (0,) * len(x.shape))
 
 
-_tap_fns = {}
 _tap_lock = threading.Lock()
 
 
 def _tap_fn(spec, what, level, desc, total):
-    """The host function of one kind of tap of one bar (cached, so equal taps
-    keep their compiled programs)."""
-    key = (spec.uid, what, level, desc, total)
+    """The host function of one kind of tap of one bar, kept on the bar (so
+    equal taps keep their compiled programs, and go with the bar)."""
+    key = (what, level, desc, total)
     with _tap_lock:
-        fn = _tap_fns.get(key)
+        fns = spec.__dict__.setdefault("_fns", {})
+        fn = fns.get(key)
         if fn is None:
-            def fn(arg, transforms, _k=key):
+            def fn(arg, transforms):
                 _board.tap(spec, what, level, desc, total, arg, transforms)
             fn.__name__ = f"progress_{what}"
-            _tap_fns[key] = fn
+            fns[key] = fn
             _ensure_hooks()
     # host_callback sets the parser of direct taps' transforms and stops the
     # receivers at exit
@@ -632,6 +633,8 @@ class _Board:
                     return
         elif not suffix and (bar.level > 0 or kind == "update") and now - last < mi:
             return
+        if len(self.last_text) > 4096:  # bars made per trace: keep this bounded
+            self.last_text.clear()
         self.last_text[key] = now
         f.write(bar.text(None, now) + suffix + "\n")
         f.flush()
