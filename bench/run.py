@@ -580,6 +580,79 @@ def floor_inplace_callback(host, case):
 MIB_F32 = Case("f32[262144]", MIB, False)  # 1 MiB
 
 
+# ---------------------------------------------------------------- callback statistics, progress bars
+
+def oly_stats_side(on, args):
+    """The scalar pure_callback row (fori_loop of N_FORI in one jit call) with
+    callback statistics on or off: each batch sets the switch, so the two
+    sides alternate in one process."""
+    def prepare():
+        olympus, _ = oly()
+        from olympus import _core
+        side = oly_callback("pure_callback", SCALAR, args)()
+        inner = side.run
+
+        def run(n):
+            was = _core.callback_stats_enable(on)
+            try:
+                inner(n)
+            finally:
+                _core.callback_stats_enable(was)
+                if on:
+                    _core.callback_stats(reset=True)
+        side.run = run
+        side.note += "; statistics " + ("on" if on else "off")
+        return side
+    return prepare
+
+
+N_PROGRESS = 10 ** 6
+
+
+def _progress_body(kind):
+    """The loop body of the progress rows: a scalar update (the cheapest body:
+    the worst case for any per-iteration cost) or 64 floats of sin/cos."""
+    _, jnp = oly()
+    if kind == "scalar":
+        return (lambda i, w: w * np.float32(0.999) + np.float32(0.001)), np.float32(0.25)
+    return (lambda i, w: jnp.sin(w) * np.float32(0.5) + jnp.cos(w) * np.float32(0.25),
+            np.full(64, 0.25, np.float32))
+
+
+def oly_progress_loop(kind, form):
+    """jit of a fori_loop of N_PROGRESS iterations; form: None (no bar),
+    "keyword" (olympus.experimental.progress.fori_loop) or "decorator"
+    (@progress_bar on the body of lax.fori_loop). The bar writes plain lines to
+    os.devnull; a unit ends when every tap was delivered (barrier)."""
+    def prepare():
+        olympus, jnp = oly()
+        from olympus import _core
+        body, x0 = _progress_body(kind)
+        sink = open(os.devnull, "w")
+        if form is None:
+            fn = lambda x: olympus.lax.fori_loop(0, N_PROGRESS, body, x)  # noqa: E731
+        else:
+            from olympus.experimental import progress, progress_bar
+            bar = progress_bar(N_PROGRESS, desc="bench", file=sink, terminal=False)
+            if form == "keyword":
+                fn = lambda x: progress.fori_loop(0, N_PROGRESS, body, x,  # noqa: E731
+                                                  progress=bar)
+            else:
+                fn = lambda x: olympus.lax.fori_loop(0, N_PROGRESS, bar(body), x)  # noqa: E731
+        jf = olympus.jit(fn)
+        x = jnp.asarray(x0)
+        _block(jf(x))
+        _core.outfeed_barrier()
+
+        def run(n):
+            for _ in range(n):
+                _block(jf(x))
+            _core.outfeed_barrier()
+        return Side(run, ops_per_unit=N_PROGRESS, result=lambda: np.asarray(jf(x)),
+                    note=f"fori_loop of {N_PROGRESS} iterations in 1 jit call")
+    return prepare
+
+
 # ---------------------------------------------------------------- native host function
 
 def native_results(args):
@@ -998,6 +1071,17 @@ def make_rows(args):
                     oly_buffer_callback(_add_one_in_place, MIB_F32, args, per_jit=True),
                     "pure_callback x+1", oly_pure_same_work(_add_one, MIB_F32, per_jit=True),
                     rtol=1e-6))
+    # 8: callback statistics (on vs off: what enabling costs; off is every
+    # other row) and progress bars on a 10^6-iteration loop (vs the same loop)
+    rows.append(Row("stats-on-pure-f32[]", "8", "pure_callback f32[] stats on",
+                    oly_stats_side(True, args), "the same, stats off",
+                    oly_stats_side(False, args), rtol=1e-6))
+    for kind, what in (("scalar", "w*0.999+0.001"), ("vec64", "sin/cos f32[64]")):
+        for form in ("keyword", "decorator"):
+            rows.append(Row(f"progress-1e6-{kind}-{form}", "8",
+                            f"{form} bar, 1e6 its of {what}", oly_progress_loop(kind, form),
+                            "the loop, no bar", oly_progress_loop(kind, None), 1.05,
+                            "<=5% over", rtol=1e-5))
     if args.filter:
         rows = [r for r in rows if args.filter in r.id or args.filter in r.name]
     return rows
@@ -1151,7 +1235,9 @@ GROUPS = {"1": "1 pure_callback round trip, per callback",
           "3": "3 native C host function, per call",
           "4": "4 dispatch, per call",
           "5": "5 array kernels, per call",
-          "7": "7 buffer_callback round trip, per callback"}
+          "6": "6 host_callback taps, per tap",
+          "7": "7 buffer_callback round trip, per callback",
+          "8": "8 callback statistics and progress bars"}
 
 
 def print_table(results, file=sys.stdout):

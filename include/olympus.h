@@ -297,6 +297,40 @@ OLY_API void oly_set_blocking_hooks(void *(*enter)(void), void (*leave)(void *))
  * per batch instead of once per call. */
 OLY_API void oly_set_host_lock_hooks(void *(*acquire)(void), void (*release)(void *));
 
+/* ---------------------------------------------------------------- callback statistics
+ * While enabled, every host-function call a callback kernel makes
+ * (pure_callback, io_callback, debug_callback, buffer_callback,
+ * host_callback's call, FFI targets) is counted per (host function, flavour,
+ * device): calls, failures, wall time (total and max) and the bytes of its
+ * arguments and results. Taps are called by the outfeed's receiver, not by a
+ * kernel: their host function reports itself with oly_callback_stats_record.
+ * Disabled (the default), a call costs one relaxed atomic load and a branch.
+ * Thread-safe; the table retains each host function it counts until a reset. */
+typedef struct oly_callback_stat {
+    oly_host_fn *fn;      /* retained by the snapshot; oly_callback_stats_free releases it */
+    const char *flavour;  /* a static string: "pure_callback", "io_callback(ordered)", ... */
+    int device;
+    uint64_t calls, errors, total_ns, max_ns, bytes_in, bytes_out;
+} oly_callback_stat;
+
+OLY_API void oly_callback_stats_enable(bool on);
+OLY_API bool oly_callback_stats_enabled(void);
+/* Counts one call of fn that took ns nanoseconds (failed: !ok). flavour must
+ * live as long as the process (a string literal). Does nothing when disabled;
+ * a row that cannot be allocated is counted by oly_callback_stats_dropped. */
+OLY_API void oly_callback_stats_record(oly_host_fn *fn, const char *flavour, int device,
+                                       uint64_t ns, bool ok, uint64_t bytes_in,
+                                       uint64_t bytes_out);
+/* A copy of the table: *out (free with oly_callback_stats_free) holds *n rows,
+ * each retaining its host function. With reset, the table is emptied in the
+ * same step, so no call is counted twice or lost between the two. */
+OLY_API oly_status oly_callback_stats_snapshot(bool reset, oly_callback_stat **out, int *n);
+OLY_API void oly_callback_stats_free(oly_callback_stat *stats, int n);
+/* Calls not counted because a new row could not be allocated. */
+OLY_API uint64_t oly_callback_stats_dropped(void);
+/* Monotonic clock in nanoseconds (the one the statistics use). */
+OLY_API uint64_t oly_callback_stats_now(void);
+
 /* ---------------------------------------------------------------- effects */
 
 enum {
@@ -517,6 +551,11 @@ typedef enum oly_vmap_method {
     OLY_VMAP_EXPAND_DIMS,
     OLY_VMAP_BROADCAST_ALL,
     OLY_VMAP_LEGACY_VECTORIZED,
+    /* pure_callback: a gufunc signature "(n),(n)->()" (params.signature) names
+     * each argument's and result's core dims; one call per vmap level with the
+     * batch axis leading the loop dims (unbatched arguments get a size-1 axis,
+     * shorter loop dims are padded with size-1 axes, as NumPy broadcasts). */
+    OLY_VMAP_SIGNATURE,
     OLY_VMAP_METHOD_COUNT
 } oly_vmap_method;
 
@@ -543,6 +582,10 @@ typedef struct oly_params_callback {
     bool has_side_effect;          /* buffer_callback */
     const oly_io_alias *aliases;   /* buffer_callback; NULL when n_aliases is 0 */
     int n_aliases;
+    /* pure_callback with OLY_VMAP_SIGNATURE: the gufunc signature, e.g.
+     * "(m,n),(n)->(m)" (one parenthesised group per argument, then per
+     * result; names or fixed sizes); NULL otherwise. */
+    const char *signature;
 } oly_params_callback;
 
 /* outside_call (host_callback's id_tap and call). identity (id_tap): the
@@ -558,6 +601,16 @@ typedef struct oly_params_outside_call {
     bool identity;
     int64_t device_index;
     const char *transforms;
+    /* A gated tap (identity only; every > 0): the kernel reads v, the first
+     * element of input 0 (an integer), and sends the tap only when
+     * v >= start, v < stop (no upper bound when stop <= start), and
+     * (v - start) % every == 0 or v == stop - 1. On other calls the tap costs
+     * that branch: a progress tap in a loop body reaches the host every
+     * `every` iterations. 0: every call is sent. A gated tap that is sent
+     * also lets the host lock (oly_set_blocking_hooks) go for a moment (at
+     * most every 25 ms), so a receiver waiting for it can run while a long
+     * program holds it. */
+    int64_t every, start, stop;
 } oly_params_outside_call;
 
 /* ---------------------------------------------------------------- custom rules (thunks)

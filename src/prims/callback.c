@@ -9,7 +9,9 @@
  *   vmap   pure_callback and buffer_callback per vmap_method: one call
  *          (expand_dims, broadcast_all, legacy_vectorized) or N calls in
  *          index order (sequential: a scan over the batch;
- *          sequential_unrolled: N equations), none an error; io_callback N
+ *          sequential_unrolled: N equations; signature: one call, the batch
+ *          axis leading each argument's loop dims, NumPy gufunc style),
+ *          none an error; io_callback N
  *          calls as a scan (ordered: an error); debug_callback N equations
  *          (unrolled). Nested vmap applies the rule per level, so the inner
  *          vmap's loop is outermost in call order. An aliased input of a
@@ -21,7 +23,7 @@
 
 static const char *const vmap_names[] = {
     "none", "sequential", "sequential_unrolled", "expand_dims", "broadcast_all",
-    "legacy_vectorized", NULL,
+    "legacy_vectorized", "signature", NULL,
 };
 
 #define F_CALLBACK                                                                        \
@@ -34,11 +36,15 @@ static const char *const vmap_names[] = {
 #define F_ORDERED                                                                         \
     {.name = "ordered", .kind = OLY_FIELD_BOOL, .offset = offsetof(oly_params_callback, ordered)}
 
+/* The signature is hidden: vmap_method=signature says a program uses one, and
+ * every other pure_callback prints as before. It still hashes and compares. */
 static const oly_param_field pure_fields[] = {
     F_CALLBACK,
     F_RESULTS,
     {.name = "vmap_method", .kind = OLY_FIELD_ENUM,
      .offset = offsetof(oly_params_callback, vmap_method), .enum_names = vmap_names},
+    {.name = "signature", .kind = OLY_FIELD_STR,
+     .offset = offsetof(oly_params_callback, signature), .hidden = true},
 };
 static const oly_param_field io_fields[] = {F_CALLBACK, F_RESULTS, F_ORDERED};
 static const oly_param_field buffer_fields[] = {
@@ -63,6 +69,8 @@ static int results_num_outputs(const void *params, int n_in)
 
 static int debug_num_outputs(const void *params, int n_in) { return 0; }
 
+static oly_status signature_check(const oly_shape_ctx *ctx, const oly_params_callback *pc);
+
 static oly_status callback_shape(const oly_shape_ctx *ctx, oly_aval *out)
 {
     const oly_params_callback *pc = ctx->params;
@@ -72,6 +80,7 @@ static oly_status callback_shape(const oly_shape_ctx *ctx, oly_aval *out)
     if (pc->vmap_method < 0 || pc->vmap_method >= OLY_VMAP_METHOD_COUNT)
         return oly__error(OLY_ERR_INVALID, "%s: vmap_method %d is not an oly_vmap_method", name,
                           pc->vmap_method);
+    if (pc->vmap_method == OLY_VMAP_SIGNATURE) OLY_TRY(signature_check(ctx, pc));
     if (ctx->n_out == 0) return OLY_OK;
     if (pc->n_results != ctx->n_out || !pc->result_avals)
         return oly__error(OLY_ERR_INVALID, "%s: %d result avals declared, %d outputs", name,
@@ -123,6 +132,131 @@ static oly_status buffer_shape(const oly_shape_ctx *ctx, oly_aval *out)
                               oly__show_aval(&out[o]).s);
     }
     return OLY_OK;
+}
+
+/* ---------------------------------------------------------------- gufunc signatures */
+
+static const char *skip_ws(const char *p)
+{
+    while (*p == ' ' || *p == '\t') p++;
+    return p;
+}
+
+static bool name_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+static bool digit(char c) { return c >= '0' && c <= '9'; }
+
+/* Reads a gufunc signature "(m,n),(n)->(m)": the number of core dims of each
+ * of the n_in argument groups into in_core and of the n_out result groups into
+ * out_core (arrays of n_in and n_out ints). Dims are names or fixed sizes;
+ * only their count matters to the batch rule (the front end checks names and
+ * sizes against the shapes). Fails with the offset of the first bad character,
+ * or when the group counts differ from the call's. */
+static oly_status sig_parse(const char *who, const char *sig, int n_in, int *in_core, int n_out,
+                            int *out_core)
+{
+    if (!sig)
+        return oly__error(OLY_ERR_INVALID, "%s: vmap_method=signature needs a signature", who);
+    const char *p = skip_ws(sig);
+    int side = 0, groups[2] = {0, 0};
+    if (p[0] == '-' && p[1] == '>') { /* no arguments */
+        side = 1;
+        p += 2;
+    }
+    for (;;) {
+        p = skip_ws(p);
+        if (*p != '(') goto bad;
+        p = skip_ws(p + 1);
+        int dims = 0;
+        if (*p != ')') {
+            for (;;) {
+                p = skip_ws(p);
+                if (name_start(*p)) {
+                    while (name_start(*p) || digit(*p)) p++;
+                } else if (digit(*p)) {
+                    while (digit(*p)) p++;
+                } else {
+                    goto bad;
+                }
+                dims++;
+                p = skip_ws(p);
+                if (*p == ',') {
+                    p++;
+                    continue;
+                }
+                if (*p == ')') break;
+                goto bad;
+            }
+        }
+        p = skip_ws(p + 1);
+        int g = groups[side]++;
+        if (side == 0 && g < n_in) in_core[g] = dims;
+        if (side == 1 && g < n_out) out_core[g] = dims;
+        if (*p == ',') {
+            p++;
+            continue;
+        }
+        if (side == 0 && p[0] == '-' && p[1] == '>') {
+            side = 1;
+            p += 2;
+            continue;
+        }
+        if (side == 1 && *p == '\0') break;
+        goto bad;
+    }
+    if (groups[0] != n_in || groups[1] != n_out)
+        return oly__error(OLY_ERR_INVALID,
+                          "%s: the signature '%s' has %d argument and %d result groups, the "
+                          "call has %d arguments and %d results",
+                          who, sig, groups[0], groups[1], n_in, n_out);
+    return OLY_OK;
+bad:
+    return oly__error(OLY_ERR_INVALID,
+                      "%s: '%s' is not a gufunc signature such as '(m,n),(n)->(m)' (unexpected "
+                      "%s at offset %d)",
+                      who, sig, *p ? "character" : "end", (int)(p - sig));
+}
+
+/* Core dim counts for n_in arguments then n_out results, in one allocation. */
+static oly_status sig_cores(const char *who, const char *sig, int n_in, int n_out, int **out)
+{
+    int *core = oly__calloc((size_t)n_in + (size_t)n_out + 1, sizeof *core);
+    if (!core) return OLY_ERR_NOMEM;
+    oly_status st = sig_parse(who, sig, n_in, core, n_out, core + n_in);
+    if (st != OLY_OK) {
+        free(core);
+        return st;
+    }
+    *out = core;
+    return OLY_OK;
+}
+
+/* Shape rule part: the signature parses, has a group per argument and per
+ * result, and every argument and result has at least its core rank. */
+static oly_status signature_check(const oly_shape_ctx *ctx, const oly_params_callback *pc)
+{
+    const char *name = ctx->prim->name;
+    if (ctx->prim != &oly__prim_pure_callback)
+        return oly__error(OLY_ERR_INVALID, "%s: vmap_method=signature is for pure_callback only",
+                          name);
+    int n_res = pc->result_avals ? pc->n_results : 0;
+    int *core = NULL;
+    OLY_TRY(sig_cores(name, pc->signature, ctx->n_in, n_res, &core));
+    oly_status st = OLY_OK;
+    for (int k = 0; k < ctx->n_in && st == OLY_OK; k++)
+        if (ctx->in[k].rank < core[k])
+            st = oly__error(OLY_ERR_SHAPE,
+                            "%s: argument %d is %s, but the signature '%s' gives it %d core "
+                            "dimensions",
+                            name, k, oly__show_aval(&ctx->in[k]).s, pc->signature, core[k]);
+    for (int j = 0; j < n_res && st == OLY_OK; j++)
+        if (pc->result_avals[j].rank < core[ctx->n_in + j])
+            st = oly__error(OLY_ERR_SHAPE,
+                            "%s: result %d is %s, but the signature '%s' gives it %d core "
+                            "dimensions",
+                            name, j, oly__show_aval(&pc->result_avals[j]).s, pc->signature,
+                            core[ctx->n_in + j]);
+    free(core);
+    return st;
 }
 
 static uint32_t buffer_effects(const void *params)
@@ -336,6 +470,83 @@ static oly_status batch_vectorized(oly_batch_ctx *ctx, const oly_eqn *eqn, const
     return st;
 }
 
+/* vmap_method=signature: one call per vmap level, as NumPy calls a gufunc.
+ * Each argument's loop dims (those before its core dims) get the batch axis
+ * in front: a batched argument's moved there, an unbatched one a size-1 axis;
+ * arguments with fewer loop dims than the most get size-1 axes after the
+ * batch axis, so every loop shape lines up to broadcast (N, loop...). Results
+ * are declared (N, *shape): their loop dims are the broadcast loop shape,
+ * which the front end checked when the call was traced. */
+static oly_status batch_signature(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                                  const int *in_bdim, oly_atom *out, int *out_bdim)
+{
+    const oly_params_callback *pc = eqn->params;
+    const char *name = eqn->prim->name;
+    int n = eqn->n_in, m = eqn->n_out;
+    int *core = NULL;
+    OLY_TRY(sig_cores(name, pc->signature, n, m, &core));
+    oly_atom *args = oly__calloc((size_t)n + 1, sizeof *args);
+    oly_aval *results = oly__calloc((size_t)m + 1, sizeof *results);
+    oly_status st = args && results ? OLY_OK : OLY_ERR_NOMEM;
+    int loop = 0; /* the most loop dims of an element (batch axis not counted) */
+    for (int k = 0; k < n && st == OLY_OK; k++) {
+        oly_aval a = oly__atom_aval(&in[k]);
+        int l = a.rank - (in_bdim[k] != OLY_NOT_MAPPED) - core[k];
+        if (l < 0)
+            st = oly__error(OLY_ERR_SHAPE, "%s: argument %d has fewer dimensions than its core "
+                                           "dimensions in '%s'", name, k, pc->signature);
+        else if (l > loop)
+            loop = l;
+    }
+    for (int k = 0; k < n && st == OLY_OK; k++) {
+        oly_atom x = in[k];
+        bool mapped = in_bdim[k] != OLY_NOT_MAPPED;
+        if (mapped) st = oly__batch_move(ctx, in[k], in_bdim[k], 0, &x);
+        if (st != OLY_OK) break;
+        oly_aval a = oly__atom_aval(&x); /* (N, elem...) or elem... */
+        int elem_rank = a.rank - mapped;
+        int pad = loop - (elem_rank - core[k]);
+        if (!mapped || pad > 0) {
+            int rank = 1 + pad + elem_rank;
+            if (rank > OLY_MAX_RANK) {
+                st = oly__error(OLY_ERR_SHAPE, "%s: argument %d: rank %d with the batch axis "
+                                               "and loop padding exceeds %d",
+                                name, k, rank, OLY_MAX_RANK);
+                break;
+            }
+            oly_ints shape = {.n = rank};
+            shape.v[0] = mapped ? a.dims[0] : 1;
+            for (int d = 0; d < pad; d++) shape.v[1 + d] = 1;
+            for (int d = 0; d < elem_rank; d++) shape.v[1 + pad + d] = a.dims[mapped + d];
+            st = oly__emit_reshape(ctx->b, x, &shape, &x);
+        }
+        args[k] = x;
+    }
+    for (int j = 0; j < m && st == OLY_OK; j++) {
+        oly_aval a = eqn->out[j]->aval;
+        if (a.rank >= OLY_MAX_RANK) {
+            st = oly__error(OLY_ERR_SHAPE, "%s: result %d: rank %d + a batch axis exceeds %d",
+                            name, j, a.rank, OLY_MAX_RANK);
+            break;
+        }
+        memmove(a.dims + 1, a.dims, (size_t)a.rank * sizeof a.dims[0]);
+        a.dims[0] = ctx->size;
+        a.rank++;
+        results[j] = a;
+    }
+    if (st == OLY_OK) {
+        oly_params_callback np = *pc;
+        np.result_avals = results;
+        np.n_results = m;
+        st = oly__emit(ctx->b, eqn->prim, args, n, &np, NULL, 0, out);
+    }
+    for (int j = 0; j < m && st == OLY_OK; j++) out_bdim[j] = 0;
+    free(core);
+    free(args);
+    free(results);
+    return st;
+}
+
 static oly_status pure_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
                              const int *in_bdim, oly_atom *out, int *out_bdim)
 {
@@ -349,6 +560,8 @@ static oly_status pure_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_a
     case OLY_VMAP_BROADCAST_ALL:
     case OLY_VMAP_LEGACY_VECTORIZED:
         return batch_vectorized(ctx, eqn, in, in_bdim, out, out_bdim);
+    case OLY_VMAP_SIGNATURE:
+        return batch_signature(ctx, eqn, in, in_bdim, out, out_bdim);
     default:
         return oly__error(OLY_ERR_UNSUPPORTED,
                           "vmap is only supported for the %s primitive when vmap_method is one "

@@ -22,6 +22,13 @@ static const oly_param_field fields[] = {
     OLY_FIELD(oly_params_outside_call, identity, OLY_FIELD_BOOL),
     OLY_FIELD(oly_params_outside_call, device_index, OLY_FIELD_INT),
     OLY_FIELD(oly_params_outside_call, transforms, OLY_FIELD_STR),
+    /* the progress gate (olympus.h); hidden so ungated taps print as before */
+    {.name = "every", .kind = OLY_FIELD_INT, .offset = offsetof(oly_params_outside_call, every),
+     .hidden = true},
+    {.name = "start", .kind = OLY_FIELD_INT, .offset = offsetof(oly_params_outside_call, start),
+     .hidden = true},
+    {.name = "stop", .kind = OLY_FIELD_INT, .offset = offsetof(oly_params_outside_call, stop),
+     .hidden = true},
 };
 
 static int num_outputs(const void *params, int n_in)
@@ -38,6 +45,12 @@ static oly_status shape(const oly_shape_ctx *ctx, oly_aval *out)
     if (pc->device_index < 0)
         return oly__error(OLY_ERR_INVALID, "outside_call: device_index %lld is negative",
                           (long long)pc->device_index);
+    if (pc->every < 0 || (pc->every > 0 && (!pc->identity || ctx->n_in < 1 ||
+                                             !oly_dtype_is_int(ctx->in[0].dtype))))
+        return oly__error(OLY_ERR_INVALID,
+                          "outside_call: a gated tap (every=%lld) needs identity and an integer "
+                          "first input",
+                          (long long)pc->every);
     if (pc->identity) {
         for (int i = 0; i < ctx->n_in; i++) out[i] = ctx->in[i];
         return OLY_OK;

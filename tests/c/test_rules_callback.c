@@ -1192,7 +1192,7 @@ TEST(rules_cb_rulecheck_pure_callback_vmap_methods)
     oly_host_fn *fn = NULL;
     CHECK_OK(oly_host_fn_new("bcast", bcast_host, &calls, NULL, &fn));
     oly_aval res = RC_F64(4, 3);
-    for (int m = OLY_VMAP_SEQUENTIAL; m < OLY_VMAP_METHOD_COUNT; m++) {
+    for (int m = OLY_VMAP_SEQUENTIAL; m <= OLY_VMAP_LEGACY_VECTORIZED; m++) {
         oly_params_callback pc = {.callback = fn, .result_avals = &res, .n_results = 1,
                                   .vmap_method = m};
         /* equal ranks: a vectorized callback sees (N, 4, 3) with (N or 1, 1, 3) */

@@ -60,6 +60,8 @@ typedef struct pyfn {
      * re-points it at its argument instead of making and freeing a view. Taken
      * out of the slot while in use, so a nested call makes its own. */
     PyObject *spare[4];
+    oly_host_fn *hf; /* borrowed: the host function that owns this user data */
+    bool is_tap;     /* an id_tap's function, called by the outfeed receiver */
 } pyfn;
 
 enum { N_SPARE = 4 };
@@ -89,12 +91,29 @@ void ext_payload_free(void *p) { ext_drop_with_gil(p); }
 
 void ext_payload_free_reraise(void *p) { ext_payload_free(p); }
 
+/* Host functions this module made -> their Python callable, so callback
+ * statistics can name the function (int(address) -> callable; an entry goes
+ * when its host function is released). Guarded by the GIL. */
+static PyObject *hf_callables;
+
+static void registry_forget(oly_host_fn *hf)
+{
+    if (!hf_callables || !hf) return;
+    PyObject *key = PyLong_FromVoidPtr(hf);
+    if (!key || PyDict_DelItem(hf_callables, key) < 0) PyErr_Clear();
+    Py_XDECREF(key);
+}
+
 static void pyfn_release(void *user)
 {
     pyfn *u = user;
     if (!u) return;
     if (python_alive()) {
         PyGILState_STATE g = PyGILState_Ensure();
+        PyObject *t, *v, *tb;
+        PyErr_Fetch(&t, &v, &tb);
+        registry_forget(u->hf);
+        PyErr_Restore(t, v, tb);
         Py_XDECREF(u->fn);
         Py_XDECREF(u->in_tree);
         Py_XDECREF(u->transforms);
@@ -595,7 +614,18 @@ static oly_status trampoline(void *user, oly_callback_frame *fr)
     PyObject *st = NULL, *sv = NULL, *stb = NULL;
     if (__builtin_expect(PyErr_Occurred() != NULL, 0)) PyErr_Fetch(&st, &sv, &stb);
     oly_status s = OLY_OK;
-    if (call_python(u, fr, is_debug) < 0) s = fail_with_exception(u->name, kind);
+    if (__builtin_expect(u->is_tap, 0) && oly_callback_stats_enabled()) {
+        /* Taps reach here from the outfeed receiver, not a kernel: count them. */
+        uint64_t t0 = oly_callback_stats_now();
+        int rc = call_python(u, fr, is_debug);
+        uint64_t dt = oly_callback_stats_now() - t0;
+        uint64_t bytes = 0;
+        for (int i = 0; i < fr->n_args; i++) bytes += oly_aval_nbytes(&fr->arg_avals[i]);
+        oly_callback_stats_record(u->hf, "id_tap", fr->device, dt, rc == 0, bytes, 0);
+        if (rc < 0) s = fail_with_exception(u->name, kind);
+    } else if (call_python(u, fr, is_debug) < 0) {
+        s = fail_with_exception(u->name, kind);
+    }
     if (__builtin_expect(st != NULL, 0)) PyErr_Restore(st, sv, stb);
     if (!held) PyGILState_Release(g);
     return s;
@@ -614,6 +644,7 @@ typedef struct cache_entry {
     PyObject *in_tree; /* owned; NULL for flat calls */
     const oly_prim *prim;
     bool tap_direct;
+    bool is_tap;
     oly_host_fn *hf;   /* owned reference */
 } cache_entry;
 
@@ -633,11 +664,12 @@ static int same_tree(PyObject *a, PyObject *b)
 /* A new reference to a host function calling fn (through in_tree when not
  * NULL), or NULL with an exception. */
 static oly_host_fn *host_fn_for(PyObject *fn, PyObject *in_tree, const oly_prim *prim,
-                                const char *name, bool tap_direct)
+                                const char *name, bool tap_direct, bool is_tap)
 {
     for (int i = 0; i < CACHE_SIZE; i++) {
         cache_entry *e = &cache[i];
         if (e->fn == fn && e->prim == prim && e->tap_direct == tap_direct &&
+            e->is_tap == is_tap &&
             strcmp(oly_host_fn_name(e->hf), name) == 0 && same_tree(e->in_tree, in_tree))
             return oly_host_fn_retain(e->hf);
     }
@@ -660,6 +692,8 @@ static oly_host_fn *host_fn_for(PyObject *fn, PyObject *in_tree, const oly_prim 
     u->transforms = NULL;
     u->parsed = NULL;
     for (int i = 0; i < N_SPARE; i++) u->spare[i] = NULL;
+    u->hf = NULL;
+    u->is_tap = is_tap;
     oly_host_fn *hf;
     oly_status s = oly_host_fn_new(name, trampoline, u, pyfn_release, &hf);
     if (s != OLY_OK) {
@@ -670,6 +704,11 @@ static oly_host_fn *host_fn_for(PyObject *fn, PyObject *in_tree, const oly_prim 
         ext_raise(s);
         return NULL;
     }
+    u->hf = hf;
+    if (!hf_callables) hf_callables = PyDict_New();
+    PyObject *key = hf_callables ? PyLong_FromVoidPtr(hf) : NULL;
+    if (!key || PyDict_SetItem(hf_callables, key, fn) < 0) PyErr_Clear(); /* unnamed in stats */
+    Py_XDECREF(key);
     cache_entry *e = &cache[cache_next];
     cache_next = (cache_next + 1) % CACHE_SIZE;
     PyObject *old_fn = e->fn, *old_tree = e->in_tree;
@@ -679,6 +718,7 @@ static oly_host_fn *host_fn_for(PyObject *fn, PyObject *in_tree, const oly_prim 
     e->in_tree = Py_XNewRef(in_tree);
     e->prim = prim;
     e->tap_direct = tap_direct;
+    e->is_tap = is_tap;
     e->hf = oly_host_fn_retain(hf);
     if (old_hf) oly_host_fn_release(old_hf);
     Py_XDECREF(old_fn);
@@ -692,7 +732,10 @@ static const char *const vmap_method_names[] = {
     "sequential", "sequential_unrolled", "expand_dims", "broadcast_all", "legacy_vectorized",
 };
 
-static int parse_vmap_method(PyObject *o, int *out)
+/* vmap_method: None or one of the names; with sig non-NULL (pure_callback)
+ * also "signature:<gufunc signature>", whose text (borrowed from o, valid
+ * while o lives) goes to *sig. */
+static int parse_vmap_method_sig(PyObject *o, int *out, const char **sig)
 {
     if (o == Py_None) {
         *out = OLY_VMAP_NONE;
@@ -707,14 +750,21 @@ static int parse_vmap_method(PyObject *o, int *out)
                 return 0;
             }
         }
+        if (sig && strncmp(s, "signature:", 10) == 0) {
+            *out = OLY_VMAP_SIGNATURE;
+            *sig = s + 10;
+            return 0;
+        }
     }
     PyErr_Format(PyExc_ValueError,
                  "vmap_method must be one of the allowed methods [None, 'sequential', "
-                 "'sequential_unrolled', 'expand_dims', 'broadcast_all', 'legacy_vectorized'], "
+                 "'sequential_unrolled', 'expand_dims', 'broadcast_all', 'legacy_vectorized'%s], "
                  "but got: %S",
-                 o);
+                 sig ? ", 'signature:<gufunc signature>'" : "", o);
     return -1;
 }
+
+static int parse_vmap_method(PyObject *o, int *out) { return parse_vmap_method_sig(o, out, NULL); }
 
 /* result_avals: a sequence of (shape, dtype). *out is PyMem-allocated. */
 static int parse_result_avals(PyObject *obj, oly_aval **out, int *n_out)
@@ -792,14 +842,15 @@ static PyObject *callable_name(PyObject *fn, PyObject *name)
 static PyObject *py_callback(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"kind", "fn", "result_avals", "args", "ordered", "vmap_method",
-                             "name", "in_tree", "identity", "device_index", "tap", NULL};
+                             "name", "in_tree", "identity", "device_index", "tap", "every",
+                             "start", "stop", NULL};
     const char *kind;
     PyObject *fn, *ravals, *cargs, *vm = Py_None, *name = Py_None, *in_tree = Py_None;
     int ordered = 0, identity = 0, tap = 0;
-    long long device_index = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "sOOO|pOOOpLp:callback", kwlist, &kind, &fn,
+    long long device_index = 0, every = 0, gstart = 0, gstop = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sOOO|pOOOpLpLLL:callback", kwlist, &kind, &fn,
                                      &ravals, &cargs, &ordered, &vm, &name, &in_tree, &identity,
-                                     &device_index, &tap))
+                                     &device_index, &tap, &every, &gstart, &gstop))
         return NULL;
     bool outside = strcmp(kind, "outside_call") == 0;
     if (strcmp(kind, "pure_callback") != 0 && strcmp(kind, "io_callback") != 0 &&
@@ -835,7 +886,10 @@ static PyObject *py_callback(PyObject *Py_UNUSED(m), PyObject *args, PyObject *k
         return NULL;
     }
     int vmap_method;
-    if (parse_vmap_method(vm, &vmap_method) < 0) return NULL;
+    const char *signature = NULL;
+    if (parse_vmap_method_sig(vm, &vmap_method,
+                              strcmp(kind, "pure_callback") == 0 ? &signature : NULL) < 0)
+        return NULL;
     oly_aval *avals;
     int n_res;
     if (parse_result_avals(ravals, &avals, &n_res) < 0) return NULL;
@@ -864,7 +918,7 @@ static PyObject *py_callback(PyObject *Py_UNUSED(m), PyObject *args, PyObject *k
         PyErr_SetString(PyExc_ValueError, "callback: a tap of several leaves needs its in_tree");
         goto done;
     }
-    hf = host_fn_for(fn, in_tree, prim, cname, tap != 0);
+    hf = host_fn_for(fn, in_tree, prim, cname, tap != 0, outside && identity);
     if (!hf) goto done;
     oly_params_callback params = {
         .callback = hf,
@@ -872,6 +926,7 @@ static PyObject *py_callback(PyObject *Py_UNUSED(m), PyObject *args, PyObject *k
         .n_results = n_res,
         .vmap_method = vmap_method,
         .ordered = ordered != 0,
+        .signature = signature,
     };
     oly_params_outside_call oparams = {
         .callback = hf,
@@ -880,6 +935,9 @@ static PyObject *py_callback(PyObject *Py_UNUSED(m), PyObject *args, PyObject *k
         .identity = identity != 0,
         .device_index = device_index,
         .transforms = "",
+        .every = every,
+        .start = gstart,
+        .stop = gstop,
     };
     PyObject *tuple = ext_bind(prim, outside ? (const void *)&oparams : (const void *)&params,
                                PySequence_Fast_ITEMS(seq), PySequence_Fast_GET_SIZE(seq), NULL, 0);
@@ -970,7 +1028,72 @@ static PyObject *py_set_tap_parser(PyObject *Py_UNUSED(m), PyObject *fn)
     Py_RETURN_NONE;
 }
 
+/* ---------------------------------------------------------------- callback statistics */
+
+static PyObject *py_callback_stats_enable(PyObject *Py_UNUSED(m), PyObject *arg)
+{
+    int on = PyObject_IsTrue(arg);
+    if (on < 0) return NULL;
+    bool was = oly_callback_stats_enabled();
+    oly_callback_stats_enable(on != 0);
+    return PyBool_FromLong(was);
+}
+
+static PyObject *py_callback_stats_enabled(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
+{
+    return PyBool_FromLong(oly_callback_stats_enabled());
+}
+
+/* [(name, flavour, device, calls, errors, total_ns, max_ns, bytes_in,
+ *   bytes_out, callable or None), ...]; reset empties the table. */
+static PyObject *py_callback_stats(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"reset", NULL};
+    int reset = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|p:callback_stats", kwlist, &reset)) return NULL;
+    oly_callback_stat *st = NULL;
+    int n = 0;
+    oly_status s = oly_callback_stats_snapshot(reset != 0, &st, &n);
+    if (s != OLY_OK) return ext_raise(s);
+    PyObject *out = PyList_New(n);
+    for (int i = 0; out && i < n; i++) {
+        PyObject *fn = NULL;
+        if (hf_callables) {
+            PyObject *key = PyLong_FromVoidPtr(st[i].fn);
+            fn = key ? PyDict_GetItemWithError(hf_callables, key) : NULL;
+            Py_XDECREF(key);
+            if (PyErr_Occurred()) PyErr_Clear();
+        }
+        PyObject *row = Py_BuildValue("(ssiKKKKKKO)", oly_host_fn_name(st[i].fn), st[i].flavour,
+                                      st[i].device, (unsigned long long)st[i].calls,
+                                      (unsigned long long)st[i].errors,
+                                      (unsigned long long)st[i].total_ns,
+                                      (unsigned long long)st[i].max_ns,
+                                      (unsigned long long)st[i].bytes_in,
+                                      (unsigned long long)st[i].bytes_out, fn ? fn : Py_None);
+        if (!row) Py_CLEAR(out);
+        else PyList_SET_ITEM(out, i, row);
+    }
+    oly_callback_stats_free(st, n); /* may release host functions: the GIL is held, re-entrant */
+    return out;
+}
+
+static PyObject *py_callback_stats_dropped(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
+{
+    return PyLong_FromUnsignedLongLong(oly_callback_stats_dropped());
+}
+
 PyMethodDef ext_callback_methods[] = {
+    {"callback_stats_enable", py_callback_stats_enable, METH_O,
+     "callback_stats_enable(on) -> bool: switch callback statistics; returns the old state"},
+    {"callback_stats_enabled", py_callback_stats_enabled, METH_NOARGS,
+     "callback_stats_enabled() -> bool"},
+    {"callback_stats", (PyCFunction)(void (*)(void))py_callback_stats,
+     METH_VARARGS | METH_KEYWORDS,
+     "callback_stats(reset=False) -> [(name, flavour, device, calls, errors, total_ns, max_ns,\n"
+     "bytes_in, bytes_out, callable or None)]; reset empties the table in the same step"},
+    {"callback_stats_dropped", py_callback_stats_dropped, METH_NOARGS,
+     "calls not counted because a row could not be allocated"},
     {"set_tap_parser", py_set_tap_parser, METH_O,
      "set_tap_parser(fn): fn(transforms_text) -> what a direct tap function gets as transforms"},
     {"outfeed_barrier", py_outfeed_barrier, METH_NOARGS,
@@ -991,7 +1114,10 @@ PyMethodDef ext_callback_methods[] = {
      "(host_callback) calls fn(device_id, transforms_text, *numpy_arrays); with identity\n"
      "it is a tap whose outputs are args, run on the device's outfeed receiver. With tap=True\n"
      "(identity only) fn is the tap function itself, called fn(arg, transforms): arg the one\n"
-     "leaf or in_tree.unflatten(leaves), transforms set_tap_parser's fn of the text."},
+     "leaf or in_tree.unflatten(leaves), transforms set_tap_parser's fn of the text.\n"
+     "every/start/stop (taps): a gated tap, sent only when the first element v of the\n"
+     "first (integer) argument has start <= v < stop (stop <= start: no bound) and\n"
+     "(v - start) % every == 0 or v == stop - 1."},
     {NULL, NULL, 0, NULL},
 };
 

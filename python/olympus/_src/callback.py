@@ -13,6 +13,7 @@ declared results, the 64-bit and `vmap_method` checks, static vs dynamic
 arguments of debug callbacks, and the format-string dry run of debug.print.
 """
 import logging
+import re
 import string
 import sys
 
@@ -100,6 +101,7 @@ def _eager_arrays(callback):
         leaves = [_core.asarray(x) if isinstance(x, np.ndarray) else x for x in leaves]
         args, kwargs = _core.tree_unflatten(tree, leaves)
         return callback(*args, **kwargs)
+    eager.__wrapped__ = callback  # callback statistics name the user's function
     return eager
 
 
@@ -110,6 +112,8 @@ def _callback(kind, api, callback, result_shape_dtypes, args, kwargs, *, ordered
                         f"{type(callback)}")
     avals, out_tree = _result_avals(result_shape_dtypes)
     flat, in_tree = _core.tree_flatten((args, kwargs))
+    if isinstance(vmap_method, str) and vmap_method.startswith("signature:"):
+        vmap_method = "signature:" + _check_signature(vmap_method[10:], flat, avals, api)
     # The host function calls callback(*flat) itself when the arguments are
     # flat; otherwise it rebuilds (args, kwargs) from in_tree, in C.
     if in_tree == _flat_tree(len(flat)):
@@ -120,6 +124,88 @@ def _callback(kind, api, callback, result_shape_dtypes, args, kwargs, *, ordered
     out = _core.callback(kind, callback, avals, tuple(flat), ordered=ordered,
                          vmap_method=vmap_method, name=name, in_tree=in_tree)
     return _core.tree_unflatten(out_tree, out)
+
+
+# ---------------------------------------------------------------- gufunc signatures
+
+_SIG_DIM = r"\s*(?:[A-Za-z_][A-Za-z0-9_]*|[0-9]+)\s*"
+_SIG_GROUP = rf"\(\s*(?:{_SIG_DIM}(?:,{_SIG_DIM})*)?\)"
+_SIG_LIST = rf"\s*(?:{_SIG_GROUP}\s*(?:,\s*{_SIG_GROUP}\s*)*)?"
+_SIG_RE = re.compile(rf"^{_SIG_LIST}->{_SIG_LIST}$")
+
+
+def parse_signature(signature, api="pure_callback"):
+    """'(m,n),(n)->(m)' -> ([('m', 'n'), ('n',)], [('m',)]): the core dims of
+    each argument and result, names as str and fixed sizes as int (NumPy's
+    gufunc signature syntax, without the optional '?' dims)."""
+    if not isinstance(signature, str) or not _SIG_RE.match(signature):
+        raise ValueError(
+            f"{api}: vmap_method='signature:{signature}' is not a gufunc signature; expected "
+            "'signature:' followed by one parenthesised group of core dimension names (or "
+            "sizes) per argument, '->', and one group per result, e.g. "
+            "'signature:(m,n),(n)->(m)'")
+    ins, outs = signature.split("->")
+
+    def groups(text):
+        return [tuple(int(d) if d.isdigit() else d
+                      for d in (x.strip() for x in g.split(",")) if d)
+                for g in re.findall(r"\(([^)]*)\)", text)]
+    return groups(ins), groups(outs)
+
+
+def _show_group(g):
+    return "(" + ",".join(str(d) for d in g) + ")"
+
+
+def _check_signature(signature, flat, avals, api):
+    """Checks a gufunc signature against the traced arguments and the declared
+    results (NumPy's rules): one group per array argument and per result, each
+    at least as many dims as its core dims, a name the same size wherever it
+    appears, fixed sizes as written, the arguments' loop dims broadcastable and
+    every result's loop dims their broadcast shape. Returns the signature
+    without spaces; raises ValueError naming what disagrees."""
+    in_core, out_core = parse_signature(signature, api)
+    sig = "".join(signature.split())
+    shapes = [tuple(np.shape(x)) for x in flat]
+    where = f"{api}: vmap_method='signature:{sig}'"
+    if len(in_core) != len(shapes):
+        raise ValueError(f"{where} names {len(in_core)} argument(s), but the callback gets "
+                         f"{len(shapes)} array argument(s) (the leaves of (args, kwargs))")
+    if len(out_core) != len(avals):
+        raise ValueError(f"{where} names {len(out_core)} result(s), but result_shape_dtypes "
+                         f"declares {len(avals)}")
+    sizes = {}
+
+    def bind(what, shape, core):
+        if len(shape) < len(core):
+            raise ValueError(f"{where}: {what} has shape {shape}, but its core dimensions "
+                             f"{_show_group(core)} need at least {len(core)} dimension(s)")
+        tail = shape[len(shape) - len(core):]
+        for d, n in zip(core, tail):
+            if isinstance(d, int):
+                if d != n:
+                    raise ValueError(f"{where}: {what} has shape {shape}, but core dimension "
+                                     f"{d} of {_show_group(core)} is fixed at {d}, not {n}")
+            elif sizes.setdefault(d, (n, what))[0] != n:
+                raise ValueError(f"{where}: core dimension '{d}' is {sizes[d][0]} in "
+                                 f"{sizes[d][1]} but {n} in {what} (shape {shape})")
+        return shape[:len(shape) - len(core)]
+
+    loops = [bind(f"argument #{i}", s, c) for i, (s, c) in enumerate(zip(shapes, in_core))]
+    try:
+        loop = tuple(np.broadcast_shapes(*loops)) if loops else ()
+    except ValueError:
+        raise ValueError(f"{where}: the arguments' loop dimensions {loops} (the dimensions "
+                         "before their core dimensions) do not broadcast together") from None
+    for j, ((shape, _), core) in enumerate(zip(avals, out_core)):
+        rloop = bind(f"result #{j}", tuple(shape), core)
+        if rloop != loop:
+            want = loop + tuple(shape[len(shape) - len(core):])
+            raise ValueError(f"{where}: result #{j} is declared with shape {tuple(shape)}, but "
+                             f"the signature makes it {want}: the broadcast loop dimensions "
+                             f"{loop} of the arguments, then the core dimensions "
+                             f"{_show_group(core)}")
+    return sig
 
 
 def pure_callback(callback, result_shape_dtypes, *args, sharding=None, vmap_method=None,
@@ -133,7 +219,13 @@ def pure_callback(callback, result_shape_dtypes, *args, sharding=None, vmap_meth
     `.dtype`; `None` or `()` for no result). Under `jit` an unused result may be
     removed, so the call may not happen. `vmap_method` chooses the `vmap` rule:
     one of None, "sequential", "sequential_unrolled", "expand_dims",
-    "broadcast_all", "legacy_vectorized".
+    "broadcast_all", "legacy_vectorized", or "signature:<gufunc signature>",
+    e.g. "signature:(n),(n)->()": the callback is a gufunc (NumPy's
+    broadcasting over the dims before each argument's core dims) and is called
+    once per vmap level with the batch axis first among the loop dims (an
+    unbatched argument gets a size-1 axis there). The signature has one group
+    per array leaf of (args, kwargs) and per result; it is checked against the
+    shapes when the call is traced (see docs/beyond.md).
 
     A failure of the callback (an exception, or a result of the wrong count,
     shape or dtype) raises `olympus.CallbackError` from the original exception.
@@ -191,6 +283,7 @@ def _debug_caller(callback, in_tree, template, dyn_idx, convert):
         args, kwargs = _core.tree_unflatten(in_tree, leaves)
         callback(*args, **kwargs)
 
+    call.__wrapped__ = callback  # callback statistics name the user's function
     if key is not None:
         _bounded_put(_debug_callers, key, (callback, call))
     return call
@@ -309,6 +402,7 @@ def _formatter(fmt, printoptions, emit):
         emit(text)
 
     fmt_callback.__name__ = emit.__name__
+    fmt_callback._olympus_stats_label = f"{emit.__name__}({fmt!r})"
     if key is not None:
         _bounded_put(_formatters, key, fmt_callback)
     return fmt_callback
