@@ -97,65 +97,66 @@ oly_status oly__cpu_fused_tiles(const oly_fused *g, const oly_kernel_ctx *ctx, i
     unsigned char *buf = mem + head;
     oly_status st = OLY_OK;
 
+    /* Field by field: a compound literal would zero the struct first. */
     for (int k = 0; k < g->n_op; k++) {
         const oly_fop *o = &g->op[k];
-        kc[k] = (oly_kernel_ctx){
-            .eqn = o->eqn,
-            .params = o->eqn->params,
-            .n_in = o->n_in,
-            .in = (const void *const *)(ptr + o->ref),
-            .in_aval = o->aval,
-            .n_out = o->n_out,
-            .out = ptr + o->ref + o->n_in,
-            .out_aval = o->aval + o->n_in,
-            .ith = 0,
-            .nth = 1,
-            .device = ctx->device,
-            .run = ctx->run,
-            .exec = ctx->exec,
-        };
+        oly_kernel_ctx *c = &kc[k];
+        c->eqn = o->eqn;
+        c->params = o->eqn->params;
+        c->n_in = o->n_in;
+        c->in = (const void *const *)(ptr + o->ref);
+        c->in_aval = o->aval;
+        c->n_out = o->n_out;
+        c->out = ptr + o->ref + o->n_in;
+        c->out_aval = o->aval + o->n_in;
+        c->ith = 0;
+        c->nth = 1;
+        c->device = ctx->device;
+        c->run = ctx->run;
+        c->exec = ctx->exec;
+        c->in_array = NULL;
     }
-    /* Slots that are the same for every tile. */
+    /* Slot pointers: tile buffers, scalars and inputs / outputs at 0, the
+     * constant broadcasts filled once; operands that do not move are set once. */
     for (int s = 0; s < g->n_slot; s++) {
         const oly_fslot *sl = &g->slot[s];
-        if (sl->kind == OLY_FSLOT_SCALAR) sp[s] = (void *)ctx->in[sl->idx];
-        else if (sl->kind == OLY_FSLOT_TEMP) sp[s] = buf + (size_t)sl->idx * g->buf_bytes;
-        else if (sl->kind == OLY_FSLOT_BCAST && g->bcast[sl->bc].constant) {
+        switch (sl->kind) {
+        case OLY_FSLOT_IN:
+        case OLY_FSLOT_SCALAR: sp[s] = (void *)ctx->in[sl->idx]; break;
+        case OLY_FSLOT_OUT: sp[s] = ctx->out[sl->idx]; break;
+        case OLY_FSLOT_TEMP: sp[s] = buf + (size_t)sl->idx * g->buf_bytes; break;
+        case OLY_FSLOT_BCAST:
             sp[s] = buf + (size_t)sl->idx * g->buf_bytes;
-            copy_run(sp[s], ctx->in[sl->bc_in], 0, g->tile, oly_dtype_size(sl->dtype));
+            if (g->bcast[sl->bc].constant) copy_run(sp[s], ctx->in[sl->bc_in], 0, g->tile, sl->es);
+            break;
+        default: break;
         }
     }
+    for (int r = 0; r < g->n_ref; r++) ptr[r] = sp[g->ref_slot[r]];
 
     int64_t last = (g->n + g->tile - 1) / g->tile - 1;
     for (int64_t t = t_lo; t < t_hi; t++) {
         int64_t lo = t * g->tile, m = t == last ? g->n - lo : g->tile;
-        if (t == last)
+        if (t == last && g->last_differs)
             for (int k = 0; k < g->n_op; k++) {
                 kc[k].in_aval = g->op[k].aval_last;
                 kc[k].out_aval = g->op[k].aval_last + g->op[k].n_in;
             }
-        for (int s = 0; s < g->n_slot; s++) {
-            const oly_fslot *sl = &g->slot[s];
-            size_t off = (size_t)lo * oly_dtype_size(sl->dtype);
-            switch (sl->kind) {
-            case OLY_FSLOT_IN: sp[s] = (char *)ctx->in[sl->idx] + off; break;
-            case OLY_FSLOT_OUT: sp[s] = (char *)ctx->out[sl->idx] + off; break;
-            case OLY_FSLOT_BCAST:
-                if (!g->bcast[sl->bc].constant)
-                    sp[s] = (void *)gather(&g->bcast[sl->bc], ctx->in[sl->bc_in],
-                                           oly_dtype_size(sl->dtype), lo, m,
-                                           (char *)buf + (size_t)sl->idx * g->buf_bytes);
-                break;
-            default: break;
-            }
+        for (int i = 0; i < g->n_gather; i++) {
+            const oly_fslot *sl = &g->slot[g->gather[i]];
+            sp[g->gather[i]] = (void *)gather(&g->bcast[sl->bc], ctx->in[sl->bc_in], sl->es, lo,
+                                              m, (char *)buf + (size_t)sl->idx * g->buf_bytes);
         }
-        for (int r = 0; r < g->n_ref; r++) ptr[r] = sp[g->ref_slot[r]];
+        for (int i = 0; i < g->n_move; i++) {
+            const oly_fmove *mv = &g->move[i];
+            ptr[mv->ref] = (char *)sp[mv->slot] + (size_t)lo * mv->step;
+        }
         for (int k = 0; k < g->n_op; k++) {
             const oly_fop *o = &g->op[k];
             if (!o->fn) { /* a copy out of the group */
                 const void *src = ptr[o->ref];
                 void *dst = ptr[o->ref + 1];
-                if (src != dst) memcpy(dst, src, (size_t)m * oly_dtype_size(o->aval[1].dtype));
+                if (src != dst) memcpy(dst, src, (size_t)m * g->slot[g->ref_slot[o->ref + 1]].es);
                 continue;
             }
             st = o->fn(&kc[k]);

@@ -34,6 +34,7 @@ typedef enum oly_fslot_kind {
 typedef struct oly_fslot {
     oly_fslot_kind kind;
     oly_dtype dtype;
+    size_t es;        /* dtype's element size */
     int idx;          /* IN, SCALAR: group input; OUT: group output; TEMP, BCAST: tile
                          buffer; BCAST also reads group input bc_in */
     int bc_in;        /* BCAST: the group input gathered */
@@ -63,6 +64,14 @@ typedef struct oly_fop {
     const oly_aval *aval_last;    /* n_in + n_out: the last tile */
 } oly_fop;
 
+/* An operand pointer that changes from tile to tile: ref's is its slot's
+ * pointer + lo * step (IN and OUT: step = the element size; a gathered BCAST:
+ * step 0, the slot's pointer being the tile's gather). */
+typedef struct oly_fmove {
+    int ref, slot;
+    size_t step;
+} oly_fmove;
+
 typedef struct oly_fused {
     int64_t n;                    /* elements of the index space */
     int64_t tile;                 /* elements per tile (> 0) */
@@ -73,6 +82,10 @@ typedef struct oly_fused {
     const oly_fop *op;            /* n_op, in program order */
     const int *ref_slot;          /* n_ref: every op's operand slots */
     const oly_fbcast *bcast;      /* n_bcast */
+    int n_move, n_gather;
+    const oly_fmove *move;        /* n_move: the operands that move per tile */
+    const int *gather;            /* n_gather: BCAST slots gathered per tile */
+    bool last_differs;            /* the last tile is shorter (its avals differ) */
 } oly_fused;
 
 /* The group kernel: ctx->params is the oly_fused plan, ctx->in its inputs,

@@ -80,9 +80,11 @@ oly_status oly__exec_rewrite(const oly_program *p, oly_rewrite **out);
 void oly__exec_rewrite_free(oly_rewrite *rw); /* accepts NULL */
 /* Appends a text form of rw's groups (what OLYMPUS_DEBUG_FUSION prints). */
 void oly__exec_rewrite_describe(const oly_program *p, const oly_rewrite *rw, oly_strbuf *sb);
-/* Tests: fusion and CSE on (1) or off (0) for programs compiled from now on;
- * -1 reads OLYMPUS_FUSION / OLYMPUS_CSE again. Compiled programs keep theirs. */
-void oly__exec_set_rewrites(int fusion, int cse);
+/* Tests: fusion and CSE on (1) or off (0) for programs compiled from now on,
+ * and the least element count fused (groups of fewer are left alone); -1
+ * restores the default (OLYMPUS_FUSION / OLYMPUS_CSE, 4096 elements).
+ * Compiled programs keep theirs. */
+void oly__exec_set_rewrites(int fusion, int cse, int64_t min_elems);
 /* Tests: the description of p's executable (compiling it), in *text (free). */
 oly_status oly__exec_describe(oly_program *p, char **text);
 

@@ -30,6 +30,11 @@
 
 /* Bytes of one tile buffer: 2048 float32 elements, 1024 float64. */
 #define TILE_BYTES 8192
+/* Smaller values are not fused: they stay in cache anyway, and a group's
+ * kernel sets up its members' contexts per call (~60 instructions a member),
+ * which a run of separate steps has prepared once (measured: 4 f32 ops break
+ * even near 4096 elements; 8 elements cost ~50 ns more fused). */
+#define FUSE_MIN_ELEMS 4096
 
 /* The row of a fused group's equation: exists only in executables. */
 static const oly_prim fused_row = {.name = "fused", .n_in = -1, .n_out = -1};
@@ -38,6 +43,8 @@ static const oly_prim fused_row = {.name = "fused", .n_in = -1, .n_out = -1};
 
 /* 0: not read yet, 1: on, 2: off. */
 static atomic_int fusion_state, cse_state;
+/* The least element count fused; -1: FUSE_MIN_ELEMS. */
+static _Atomic int64_t fuse_min = -1;
 
 static bool flag(atomic_int *f, const char *env)
 {
@@ -50,10 +57,17 @@ static bool flag(atomic_int *f, const char *env)
     return s == 1;
 }
 
-void oly__exec_set_rewrites(int fusion, int cse)
+void oly__exec_set_rewrites(int fusion, int cse, int64_t min_elems)
 {
     atomic_store(&fusion_state, fusion < 0 ? 0 : fusion ? 1 : 2);
     atomic_store(&cse_state, cse < 0 ? 0 : cse ? 1 : 2);
+    atomic_store(&fuse_min, min_elems < 0 ? -1 : min_elems);
+}
+
+static int64_t min_elems(void)
+{
+    int64_t m = atomic_load_explicit(&fuse_min, memory_order_relaxed);
+    return m < 0 ? FUSE_MIN_ELEMS : m;
 }
 
 /* ---------------------------------------------------------------- the pass state */
@@ -362,10 +376,12 @@ static int open_group_of(const pass *ps, int64_t n)
 /* Decides the groups and the order: ps->ord. */
 static oly_status group_list(pass *ps, bool fuse)
 {
+    int64_t least = min_elems();
     for (int li = 0; li < ps->n_l; li++) {
         const oly_eqn *e = &ps->leq[li];
         fkind k = fuse ? classify(e, ps->lk[li]) : K_NONE;
         int64_t n = k != K_NONE ? oly_aval_size(&e->out[0]->aval) : 0;
+        if (n < least) k = K_NONE;
         if (k == K_BCAST) {
             /* The operand is read whole, not tile by tile: computed before
              * the group, unless the broadcast is a plain reshape of a value
@@ -428,7 +444,8 @@ static int add_input(planner *pl, const oly_atom *a)
 
 static int new_slot(planner *pl, oly_fslot_kind kind, oly_dtype t, int idx)
 {
-    pl->slot[pl->n_slot] = (oly_fslot){.kind = kind, .dtype = t, .idx = idx, .bc_in = -1, .bc = -1};
+    pl->slot[pl->n_slot] = (oly_fslot){.kind = kind, .dtype = t, .es = oly_dtype_size(t),
+                                       .idx = idx, .bc_in = -1, .bc = -1};
     return pl->n_slot++;
 }
 
@@ -689,10 +706,31 @@ static oly_status plan_group(pass *ps, const group *g, oly_eqn *fe, const oly_cp
         o->aval_last = a + na;
     }
 
+    /* What moves per tile: IN / OUT operands, gathered broadcasts. */
+    oly_fmove *mv = oly__arena_alloc(ar, ((size_t)pl.n_ref + 1) * sizeof *mv);
+    int *gat = oly__arena_alloc(ar, ((size_t)pl.n_slot + 1) * sizeof *gat);
+    if (!mv || !gat) {
+        st = OLY_ERR_NOMEM;
+        goto done;
+    }
+    int n_move = 0, n_gather = 0;
+    for (int r = 0; r < pl.n_ref; r++) {
+        const oly_fslot *sl = &pl.slot[pl.ref[r]];
+        if (sl->kind == OLY_FSLOT_IN || sl->kind == OLY_FSLOT_OUT)
+            mv[n_move++] = (oly_fmove){r, pl.ref[r], sl->es};
+        else if (sl->kind == OLY_FSLOT_BCAST && !pl.bc[sl->bc].constant)
+            mv[n_move++] = (oly_fmove){r, pl.ref[r], 0};
+    }
+    for (int s = 0; s < pl.n_slot; s++)
+        if (pl.slot[s].kind == OLY_FSLOT_BCAST && !pl.bc[pl.slot[s].bc].constant)
+            gat[n_gather++] = s;
+
     *fu = (oly_fused){.n = n, .tile = tile, .n_in = pl.n_gin, .n_out = pl.n_gout,
                       .n_slot = pl.n_slot, .n_op = pl.n_op, .n_ref = pl.n_ref, .n_buf = n_buf,
                       .n_bcast = pl.n_bc, .buf_bytes = round64((size_t)tile * max_es),
-                      .slot = pl.slot, .op = pl.op, .ref_slot = pl.ref, .bcast = pl.bc};
+                      .slot = pl.slot, .op = pl.op, .ref_slot = pl.ref, .bcast = pl.bc,
+                      .n_move = n_move, .n_gather = n_gather, .move = mv, .gather = gat,
+                      .last_differs = last_m != tile};
     *fe = (oly_eqn){.prim = &fused_row, .params = fu, .n_in = pl.n_gin, .n_out = pl.n_gout,
                     .in = pl.gin, .out = pl.gout};
     *fk = &oly__cpu_fused_entry[inplace];

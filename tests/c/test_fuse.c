@@ -39,6 +39,11 @@ __attribute__((constructor)) static void register_kernels(void)
 
 /* ---------------------------------------------------------------- helpers */
 
+/* Fusion and CSE on for every size (the default leaves small groups alone),
+ * whatever the environment says; then back to the defaults. */
+static void rewrites_all(void) { oly__exec_set_rewrites(1, 1, 0); }
+static void rewrites_default(void) { oly__exec_set_rewrites(-1, -1, -1); }
+
 typedef struct rng {
     uint64_t s;
 } rng;
@@ -340,11 +345,11 @@ static oly_program *random_program(uint64_t seed, oly_dtype t, const shape_case 
 /* Fused + CSE'd and plain runs of the same random program agree byte for byte. */
 static int compare_random(uint64_t seed, oly_dtype t, const shape_case *sc, bool fx)
 {
-    oly__exec_set_rewrites(1, 1);
+    oly__exec_set_rewrites(1, 1, 0);
     oly_program *pf = random_program(seed, t, sc, fx);
-    oly__exec_set_rewrites(0, 0);
+    oly__exec_set_rewrites(0, 0, 0);
     oly_program *pu = random_program(seed, t, sc, fx);
-    oly__exec_set_rewrites(-1, -1);
+    oly__exec_set_rewrites(-1, -1, -1);
     int groups = 0;
     if (!pf || !pu) {
         CHECK(0);
@@ -354,11 +359,11 @@ static int compare_random(uint64_t seed, oly_dtype t, const shape_case *sc, bool
     rng r = {seed + 77};
     for (int i = 0; i < 4; i++) in[i] = random_array(&r, oly_program_input_aval(pf, i));
     oly_array *of[4], *ou[4];
-    oly__exec_set_rewrites(1, 1);
+    oly__exec_set_rewrites(1, 1, 0);
     CHECK_OK(run(pf, in, 4, of, 4));
-    oly__exec_set_rewrites(0, 0);
+    oly__exec_set_rewrites(0, 0, 0);
     CHECK_OK(run(pu, in, 4, ou, 4));
-    oly__exec_set_rewrites(-1, -1);
+    oly__exec_set_rewrites(-1, -1, -1);
     for (int k = 0; k < 4; k++) {
         if (!same_bytes(of[k], ou[k])) {
             char *text = NULL;
@@ -435,6 +440,7 @@ static oly_program *chain_program(int64_t n, bool extra_use)
 /* sin(x)**2 + cos(x)*y: one group, two inputs, one output, in place. */
 TEST(fuse_chain_is_one_group)
 {
+    rewrites_all();
     oly_program *p = chain_program(5000, false);
     char *text = NULL;
     CHECK_OK(oly__exec_describe(p, &text));
@@ -449,11 +455,13 @@ TEST(fuse_chain_is_one_group)
     CHECK_OK(oly__exec_plan_bytes(p, &scratch, NULL));
     CHECK_EQ(scratch, 0);
     oly_program_release(p);
+    rewrites_default();
 }
 
 /* sin(x) also leaves the program: it is materialised, written once. */
 TEST(fuse_value_used_outside_is_materialised)
 {
+    rewrites_all();
     oly_program *p = chain_program(3000, true);
     char *text = NULL;
     CHECK_OK(oly__exec_describe(p, &text));
@@ -479,12 +487,14 @@ TEST(fuse_value_used_outside_is_materialised)
     }
     free(xs);
     oly_program_release(p);
+    rewrites_default();
 }
 
 /* a = sin x; b = cos x; t_fx(x); c = a + b: the group before the effect holds
  * sin and cos, c runs after it, alone. */
 TEST(fuse_never_crosses_an_effect)
 {
+    rewrites_all();
     oly_builder *b;
     CHECK_OK(oly_builder_new(&b));
     int64_t n = 100;
@@ -514,12 +524,14 @@ TEST(fuse_never_crosses_an_effect)
     free(text);
     CHECK_EQ(check_structure(p), 2);
     oly_program_release(p);
+    rewrites_default();
 }
 
 /* A broadcast of one element read as a rank-0 operand; a row broadcast
  * gathered per tile; a broadcast only a unary op reads is filled once. */
 TEST(fuse_broadcasts)
 {
+    rewrites_all();
     oly_builder *b;
     CHECK_OK(oly_builder_new(&b));
     int64_t dims[2] = {300, 50}, row = 50;
@@ -573,6 +585,7 @@ TEST(fuse_broadcasts)
     oly_array_release(res);
     for (int i = 0; i < 3; i++) oly_array_release(in[i]);
     oly_program_release(p);
+    rewrites_default();
 }
 
 /* ---------------------------------------------------------------- CSE */
@@ -580,6 +593,7 @@ TEST(fuse_broadcasts)
 /* Duplicated pure equations run once; duplicated effects run every time. */
 TEST(fuse_cse_keeps_effects)
 {
+    rewrites_all();
     oly_builder *b;
     CHECK_OK(oly_builder_new(&b));
     int64_t n = 16;
@@ -618,17 +632,36 @@ TEST(fuse_cse_keeps_effects)
     for (int k = 0; k < 5; k++) oly_array_release(out[k]);
     oly_array_release(in);
     oly_program_release(p);
+    rewrites_default();
 }
 
 /* The switches: with both off the program runs equation by equation. */
 TEST(fuse_switches_off)
 {
-    oly__exec_set_rewrites(0, 0);
-    oly_program *p = chain_program(100, false);
+    oly__exec_set_rewrites(0, 0, 0);
+    oly_program *p = chain_program(100000, false);
     char *text = NULL;
     CHECK_OK(oly__exec_describe(p, &text));
     CHECK(text && strstr(text, "5 equations -> 5 steps; 0 removed as duplicates; 0 fused"));
     free(text);
     oly_program_release(p);
-    oly__exec_set_rewrites(-1, -1);
+    rewrites_default();
+}
+
+/* By default groups under 4096 elements are left alone (they stay in cache,
+ * and a fused step's per-call setup would cost more than it saves). */
+TEST(fuse_small_groups_left_alone)
+{
+    oly__exec_set_rewrites(1, 1, -1);
+    oly_program *small = chain_program(4095, false), *big = chain_program(4096, false);
+    char *text = NULL;
+    CHECK_OK(oly__exec_describe(small, &text));
+    CHECK(text && strstr(text, "5 equations -> 5 steps"));
+    free(text);
+    CHECK_OK(oly__exec_describe(big, &text));
+    CHECK(text && strstr(text, "5 equations -> 1 steps"));
+    free(text);
+    oly_program_release(small);
+    oly_program_release(big);
+    rewrites_default();
 }

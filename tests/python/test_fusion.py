@@ -17,13 +17,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 OFF = {"OLYMPUS_FUSION": "0", "OLYMPUS_CSE": "0"}
 
 _rng = np.random.default_rng(7)
-# 4551 elements: several tiles of 2048 and a short last one.
+# 4551 elements: several tiles of 2048 and a short last one (groups under 4096
+# elements are not fused).
 X = _rng.standard_normal((3, 37, 41)).astype(np.float32)
 Y = _rng.standard_normal((3, 37, 41)).astype(np.float32)
 ROW = _rng.standard_normal((41,)).astype(np.float32)
 I32 = _rng.integers(-1000, 1000, (5000,)).astype(np.int32)
-H16 = _rng.standard_normal((3000,)).astype(np.float16)
-Z64 = (_rng.standard_normal((2500,)) + 1j * _rng.standard_normal((2500,))).astype(np.complex64)
+H16 = _rng.standard_normal((6000,)).astype(np.float16)
+Z64 = (_rng.standard_normal((5000,)) + 1j * _rng.standard_normal((5000,))).astype(np.complex64)
 W = _rng.standard_normal((41, 16)).astype(np.float32)
 
 
