@@ -458,6 +458,43 @@ TEST(fuse_chain_is_one_group)
     rewrites_default();
 }
 
+/* The group kernel splits its tiles by (ith, nth): three shares run one by one
+ * give the bytes of one run of the whole program. */
+TEST(fuse_tiles_split_by_ith_nth)
+{
+    rewrites_all();
+    enum { N = 10000 };
+    oly_program *p = chain_program(N, false);
+    const oly_exe *exe;
+    CHECK_OK(oly__exec_get(p, &exe));
+    CHECK_EQ(exe->rw->n_eqn, 1);
+    const oly_eqn *fe = &exe->rw->eqn[0];
+    CHECK_STREQ(fe->prim->name, "fused");
+    const oly_fused *g = fe->params;
+    CHECK((g->n + g->tile - 1) / g->tile >= 3); /* several tiles to share */
+    int64_t n = N;
+    double *xs = malloc(N * sizeof *xs);
+    for (int i = 0; i < N; i++) xs[i] = i * 1e-3 - 4;
+    oly_array *in[2] = {tu_array(OLY_FLOAT32, 1, &n, xs), tu_array(OLY_FLOAT32, 1, &n, xs)};
+    oly_array *whole;
+    CHECK_OK(run(p, in, 2, &whole, 1));
+    float *parts = calloc(N, sizeof *parts);
+    const void *ins[2] = {oly_array_data(in[0]), oly_array_data(in[1])};
+    void *outs[1] = {parts};
+    for (int ith = 2; ith >= 0; ith--) {
+        oly_kernel_ctx c = {.eqn = fe, .params = g, .n_in = 2, .in = ins, .n_out = 1, .out = outs,
+                            .ith = ith, .nth = 3};
+        CHECK_OK(oly__cpu_fused(&c));
+    }
+    CHECK(memcmp(parts, oly_array_data(whole), N * sizeof *parts) == 0);
+    free(parts);
+    free(xs);
+    oly_array_release(whole);
+    for (int k = 0; k < 2; k++) oly_array_release(in[k]);
+    oly_program_release(p);
+    rewrites_default();
+}
+
 /* sin(x) also leaves the program: it is materialised, written once. */
 TEST(fuse_value_used_outside_is_materialised)
 {
