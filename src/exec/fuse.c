@@ -11,7 +11,8 @@
  * Fusion: equations are taken in order; an elementwise row (elementwise.c and
  * special.c: unary, binary, select_n, convert_element_type, integer_pow, ...),
  * a broadcast_in_dim, or a reshape / squeeze / expand_dims / copy joins the
- * open group of its output's element count n (one open group per n). A group
+ * open group of its output's element count n (one open group per n; values
+ * under FUSE_MIN_ELEMS elements are left alone). A group
  * is emitted (closed) before any other equation that reads one of its values,
  * before a member of another group that reads one (a scalar for a bigger
  * group, a broadcast's operand), before an effectful equation or host code
@@ -311,11 +312,8 @@ static fkind classify(const oly_eqn *e, const oly_cpu_kernel *k)
     }
 }
 
-static oly_status emit(pass *ps, int v)
-{
-    ps->ord[ps->n_ord++] = v;
-    return OLY_OK;
-}
+/* Appends list position v (>= 0) or group -(v + 1) to the run order. */
+static void emit(pass *ps, int v) { ps->ord[ps->n_ord++] = v; }
 
 static void close_group(pass *ps, int gi)
 {
