@@ -9,7 +9,9 @@
  * host function may keep (callback arguments) get their own arrays instead,
  * and program outputs are written straight into the caller's buffers. The
  * executable is cached in the program's exec slot (oly__program_cache_set:
- * set once, by compare-and-swap, freed with the program). */
+ * set once, by compare-and-swap, freed with the program). The plan is made
+ * for the program's equations as fuse.c rewrites them (duplicates removed,
+ * elementwise chains fused into one step each). */
 #include "exec/exec.h"
 
 /* ---------------------------------------------------------------- allocator */
@@ -133,6 +135,7 @@ void oly__exec_free(void *p)
     oly_exe *exe = p;
     if (!exe) return;
     oly__exec_drop_spare(exe);
+    oly__exec_rewrite_free(exe->rw);
     for (int i = 0; i < exe->n_lit; i++) oly_array_release(exe->lit[i]);
     free(exe->lit);
     free(exe->step);
@@ -167,37 +170,32 @@ static oly_status compile(oly_program *p, oly_exe **out)
     oly_status st = OLY_OK;
     uint32_t nv = p->n_vars;
     int *last_use = NULL, *n_uses_by_cb = NULL, *out_first = NULL;
-    const oly_cpu_kernel **kern = NULL; /* each equation's kernel (src/cpu's table) */
     bool *freed = NULL;
     planner pl = {0};
     oly_exe *exe = oly__calloc(1, sizeof *exe);
     if (!exe) return OLY_ERR_NOMEM;
     exe->prog = p;
     exe->n_vars = nv;
-    exe->n_step = p->n_eqn;
+    /* The equations to plan, each with its kernel (src/cpu's table or a fused group's). */
+    if ((st = oly__exec_rewrite(p, &exe->rw)) != OLY_OK) goto fail;
+    const int n_eqn = exe->rw->n_eqn;
+    const oly_eqn *const eqns = exe->rw->eqn;
+    const oly_cpu_kernel *const *kern = exe->rw->kern;
+    const oly_atom *const outs = exe->rw->out;
+    exe->n_step = n_eqn;
 
     /* Sizes of the side tables. */
     size_t n_refs = 0, n_lits = 0;
-    if (!(kern = oly__calloc((size_t)p->n_eqn + 1, sizeof *kern))) {
-        st = OLY_ERR_NOMEM;
-        goto fail;
-    }
-    for (int i = 0; i < p->n_eqn; i++) {
-        const oly_eqn *e = &p->eqn[i];
-        if (!(kern[i] = oly__cpu_kernel(e->prim))) {
-            st = oly__error(OLY_ERR_UNSUPPORTED,
-                            "%s: no CPU kernel for this primitive (equation %d)", e->prim->name,
-                            i);
-            goto fail;
-        }
+    for (int i = 0; i < n_eqn; i++) {
+        const oly_eqn *e = &eqns[i];
         n_refs += (size_t)e->n_in + (size_t)e->n_out;
         for (int j = 0; j < e->n_in; j++) n_lits += e->in[j].kind == OLY_ATOM_LIT;
         if (e->n_in > exe->max_in) exe->max_in = e->n_in;
         if (e->n_out > exe->max_out) exe->max_out = e->n_out;
     }
-    for (int k = 0; k < p->n_out; k++) n_lits += p->out[k].kind == OLY_ATOM_LIT;
+    for (int k = 0; k < p->n_out; k++) n_lits += outs[k].kind == OLY_ATOM_LIT;
 
-    exe->step = oly__calloc((size_t)p->n_eqn, sizeof *exe->step);
+    exe->step = oly__calloc((size_t)n_eqn, sizeof *exe->step);
     exe->loc = oly__calloc(nv, sizeof *exe->loc);
     exe->lit = oly__calloc(n_lits, sizeof *exe->lit);
     exe->out_src = oly__calloc((size_t)p->n_out, sizeof *exe->out_src);
@@ -230,8 +228,8 @@ static oly_status compile(oly_program *p, oly_exe **out)
         exe->loc[p->constvar[i]->id] = (oly_loc){OLY_LOC_CONST, i, 0};
 
     /* Liveness: last equation reading each var; program outputs live to the end. */
-    for (int i = 0; i < p->n_eqn; i++) {
-        const oly_eqn *e = &p->eqn[i];
+    for (int i = 0; i < n_eqn; i++) {
+        const oly_eqn *e = &eqns[i];
         for (int j = 0; j < e->n_in; j++) {
             if (e->in[j].kind != OLY_ATOM_VAR) continue;
             uint32_t v = e->in[j].var->id;
@@ -240,9 +238,9 @@ static oly_status compile(oly_program *p, oly_exe **out)
         }
     }
     for (int k = 0; k < p->n_out; k++) {
-        if (p->out[k].kind != OLY_ATOM_VAR) continue;
-        uint32_t v = p->out[k].var->id;
-        last_use[v] = p->n_eqn;
+        if (outs[k].kind != OLY_ATOM_VAR) continue;
+        uint32_t v = outs[k].var->id;
+        last_use[v] = n_eqn;
         if (out_first[v] < 0) out_first[v] = k;
     }
     for (int i = 0; i < p->n_in; i++) exe->in_needs_array[i] = n_uses_by_cb[p->in[i]->id] > 0;
@@ -250,8 +248,8 @@ static oly_status compile(oly_program *p, oly_exe **out)
     /* Steps and the buffer plan, equation by equation. */
     int *r = exe->refs;
     oly_aval *av = exe->avals;
-    for (int i = 0; i < p->n_eqn; i++) {
-        const oly_eqn *e = &p->eqn[i];
+    for (int i = 0; i < n_eqn; i++) {
+        const oly_eqn *e = &eqns[i];
         oly_step *s = &exe->step[i];
         s->eqn = e;
         s->kernel = produces_nothing(e, kern[i]) ? skip_kernel : kern[i]->fn;
@@ -358,7 +356,7 @@ static oly_status compile(oly_program *p, oly_exe **out)
 
     /* Program outputs: written in place, or copied at the end of the run. */
     for (int k = 0; k < p->n_out; k++) {
-        const oly_atom *a = &p->out[k];
+        const oly_atom *a = &outs[k];
         if (a->kind == OLY_ATOM_LIT) {
             exe->out_src[k].direct = false;
             if ((st = make_literal(exe, &a->lit, &exe->out_src[k].ref)) != OLY_OK) goto fail;
@@ -397,7 +395,6 @@ static oly_status compile(oly_program *p, oly_exe **out)
     free(n_uses_by_cb);
     free(out_first);
     free(freed);
-    free(kern);
     *out = exe;
     return OLY_OK;
 
@@ -407,7 +404,6 @@ fail:
     free(n_uses_by_cb);
     free(out_first);
     free(freed);
-    free(kern);
     oly__exec_free(exe);
     return st;
 }

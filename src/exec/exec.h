@@ -61,8 +61,36 @@ typedef struct oly_own {
     size_t nbytes;
 } oly_own;
 
+/* The equations an executable runs (src/exec/fuse.c): the program's after
+ * common-subexpression elimination and fusion. Fused groups are equations of
+ * a row that exists only here ("fused"), their params the cpu plan. */
+typedef struct oly_rewrite {
+    oly_arena *arena;           /* owned: eqn, out, the fused equations and plans */
+    int n_eqn;
+    oly_eqn *eqn;               /* in run order; others' fields borrowed from the program */
+    const oly_cpu_kernel **kern; /* owned, n_eqn: each one's kernel */
+    oly_atom *out;              /* the program's outputs, duplicates read through */
+    int n_cse;                  /* equations dropped as duplicates */
+    int n_group, n_fused;       /* fused groups, and the equations in them */
+} oly_rewrite;
+
+/* The rewrite of p (borrowed for the rewrite's life). Fails (UNSUPPORTED)
+ * when a row has no CPU kernel, or on out of memory. */
+oly_status oly__exec_rewrite(const oly_program *p, oly_rewrite **out);
+void oly__exec_rewrite_free(oly_rewrite *rw); /* accepts NULL */
+/* Appends a text form of rw's groups (what OLYMPUS_DEBUG_FUSION prints). */
+void oly__exec_rewrite_describe(const oly_program *p, const oly_rewrite *rw, oly_strbuf *sb);
+/* Tests: fusion and CSE on (1) or off (0) for programs compiled from now on,
+ * and the least element count fused (groups of fewer are left alone); -1
+ * restores the default (OLYMPUS_FUSION / OLYMPUS_CSE, 4096 elements).
+ * Compiled programs keep theirs. */
+void oly__exec_set_rewrites(int fusion, int cse, int64_t min_elems);
+/* Tests: the description of p's executable (compiling it), in *text (free). */
+oly_status oly__exec_describe(oly_program *p, char **text);
+
 struct oly_exe {
     oly_program *prog;          /* borrowed: the exe is owned by the program */
+    oly_rewrite *rw;            /* owned: the equations the steps run */
     uint32_t n_vars;
     uint32_t n_slots;           /* n_vars + n_lit: size of a run's value tables */
     int n_step;

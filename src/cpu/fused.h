@@ -1,0 +1,105 @@
+/* fused.h — a fused group of elementwise equations as the CPU backend runs it
+ * (src/cpu/fused.c): one loop over tiles of the group's flat index space, each
+ * tile running the members' own kernels (src/cpu's table) on tile-sized
+ * pieces, so values that stay inside the group live in small tile buffers and
+ * never reach memory. The executor builds the plan (src/exec/fuse.c) and runs
+ * it as one step whose kernel is oly__cpu_fused with the plan as its params.
+ *
+ * Every value of a group is a slot. The group's index space has n elements
+ * (every member's output has n, in row-major order); a tile is [lo, hi) of it:
+ *   IN      a group input of n elements, read in place at lo
+ *   SCALAR  a rank-0 value (an input, or a broadcast of one that every reader
+ *           accepts as a rank-0 operand): the same pointer for every tile
+ *   BCAST   a broadcast_in_dim of a group input: gathered per tile with stride
+ *           0 along the broadcast dims into its own tile buffer (or pointed at
+ *           in place when the tile is one dense run of the source); a rank-0
+ *           source is filled once per call
+ *   TEMP    a value read only inside the group: a tile buffer, reused once dead
+ *   OUT     a value read outside the group: written in place into output idx
+ */
+#ifndef OLYMPUS_CPU_FUSED_H
+#define OLYMPUS_CPU_FUSED_H
+
+#include "internal.h"
+
+typedef enum oly_fslot_kind {
+    OLY_FSLOT_IN,
+    OLY_FSLOT_SCALAR,
+    OLY_FSLOT_BCAST,
+    OLY_FSLOT_TEMP,
+    OLY_FSLOT_OUT,
+    OLY_FSLOT_KIND_COUNT
+} oly_fslot_kind;
+
+typedef struct oly_fslot {
+    oly_fslot_kind kind;
+    oly_dtype dtype;
+    size_t es;        /* dtype's element size */
+    int idx;          /* IN, SCALAR: group input; OUT: group output; TEMP, BCAST: tile
+                         buffer; BCAST also reads group input bc_in */
+    int bc_in;        /* BCAST: the group input gathered */
+    int bc;           /* BCAST: its entry in oly_fused.bcast */
+} oly_fslot;
+
+/* A broadcast read: the group's index space as dims (unit dims dropped, dense
+ * neighbours merged) with element strides into the source, 0 along broadcast
+ * dims. constant: every element is the source's one element. */
+typedef struct oly_fbcast {
+    int rank;
+    bool constant;
+    int64_t dims[OLY_MAX_RANK];
+    int64_t stride[OLY_MAX_RANK];
+} oly_fbcast;
+
+/* One member, run per tile. fn NULL: a copy of slot in[0] into out[0] (a
+ * reshape whose value leaves the group). The avals are the tile's: rank 1 of
+ * the tile length (rank 0 for SCALAR operands); *_last for the last, shorter
+ * tile. */
+typedef struct oly_fop {
+    oly_kernel_fn fn;
+    const oly_eqn *eqn;           /* borrowed: the member (params, name for errors) */
+    int n_in, n_out;
+    int ref;                      /* its operands: oly_fused.ref_slot[ref .. ref+n_in+n_out) */
+    const oly_aval *aval;         /* n_in + n_out: full tile */
+    const oly_aval *aval_last;    /* n_in + n_out: the last tile */
+} oly_fop;
+
+/* An operand pointer that changes from tile to tile: ref's is its slot's
+ * pointer + lo * step (IN and OUT: step = the element size; a gathered BCAST:
+ * step 0, the slot's pointer being the tile's gather). */
+typedef struct oly_fmove {
+    int ref, slot;
+    size_t step;
+} oly_fmove;
+
+typedef struct oly_fused {
+    int64_t n;                    /* elements of the index space */
+    int64_t tile;                 /* elements per tile (> 0) */
+    int n_in, n_out;              /* the step's inputs and outputs */
+    int n_slot, n_op, n_ref, n_buf, n_bcast;
+    size_t buf_bytes;             /* bytes of one tile buffer (aligned) */
+    const oly_fslot *slot;        /* n_slot */
+    const oly_fop *op;            /* n_op, in program order */
+    const int *ref_slot;          /* n_ref: every op's operand slots */
+    const oly_fbcast *bcast;      /* n_bcast */
+    int n_move, n_gather;
+    const oly_fmove *move;        /* n_move: the operands that move per tile */
+    const int *gather;            /* n_gather: BCAST slots gathered per tile */
+    bool last_differs;            /* the last tile is shorter (its avals differ) */
+} oly_fused;
+
+/* The group kernel: ctx->params is the oly_fused plan, ctx->in its inputs,
+ * ctx->out its outputs. Splits the tiles by ctx->ith / nth. */
+oly_status oly__cpu_fused(const oly_kernel_ctx *ctx);
+/* Its entries: [0] plain, [1] with inplace_ok (the plan reads input 0 only
+ * tile by tile and writes its one output last, so output 0 may take input 0's
+ * buffer). */
+extern const oly_cpu_kernel oly__cpu_fused_entry[2];
+
+/* Runs tiles [t_lo, t_hi) of g (what oly__cpu_fused runs for one thread's
+ * share). ctx supplies the inputs, outputs, device and run for the members'
+ * contexts. Allocates its tile buffers (on the stack when small). */
+oly_status oly__cpu_fused_tiles(const oly_fused *g, const oly_kernel_ctx *ctx, int64_t t_lo,
+                                int64_t t_hi);
+
+#endif /* OLYMPUS_CPU_FUSED_H */
