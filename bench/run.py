@@ -790,6 +790,80 @@ def _chain_np(x, y):
     return np.sin(x) ** 2 + np.cos(x) * y
 
 
+def _xy10m():
+    """The chain's operands at 10M elements (made on first use: 80 MB)."""
+    def make():
+        g = np.random.default_rng(1)
+        return (g.standard_normal(10 ** 7).astype(np.float32),
+                g.standard_normal(10 ** 7).astype(np.float32))
+    return lazy("xy10m", make)
+
+
+def chain_10m(side):
+    """The chain row at 10M f32: olympus (side "oly") or NumPy. Big buffers:
+    what the buffer pool and the thread pool are for."""
+    def prepare():
+        x, y = _xy10m()
+        if side == "oly":
+            return oly_jit_side(lambda jnp: (lambda a, b: jnp.sin(a) ** 2 + jnp.cos(a) * b),
+                                x, y)()
+        return numpy_side(_chain_np, x, y)()
+    return prepare
+
+
+N_SCALAR_LOOP = 100_000
+
+
+def oly_fori_scalar():
+    """x = x * 0.999 + 1 for N_SCALAR_LOOP iterations of a lax.fori_loop in one
+    jitted call (f32): what one iteration of a scalar loop costs."""
+    def prepare():
+        olympus, jnp = oly()
+        f = olympus.jit(lambda x: olympus.lax.fori_loop(
+            0, N_SCALAR_LOOP, lambda i, v: v * np.float32(0.999) + np.float32(1), x))
+        x = jnp.asarray(np.float32(0.5))
+        _block(f(x))
+
+        def run(n):
+            for _ in range(n):
+                _block(f(x))
+        return Side(run, ops_per_unit=N_SCALAR_LOOP, result=lambda: np.asarray(f(x)),
+                    note=f"fori_loop of {N_SCALAR_LOOP} in 1 jit call")
+    return prepare
+
+
+def _py_scalar_loop(x, n):
+    for _ in range(n):
+        x = x * 0.999 + 1.0
+    return x
+
+
+def python_fori_scalar():
+    """The same loop in CPython (floats: the interpreter's cheapest form)."""
+    def prepare():
+        m = 10_000
+        return Side(lambda n: _py_scalar_loop(0.5, n * m), ops_per_unit=m,
+                    result=lambda: np.float32(_py_scalar_loop(0.5, N_SCALAR_LOOP)))
+    return prepare
+
+
+def numba_fori_scalar():
+    """The same loop under Numba @njit on float32."""
+    def prepare():
+        numba = numba_mod()
+
+        @numba.njit(cache=False)
+        def loop(x, n):
+            for _ in range(n):
+                x = x * np.float32(0.999) + np.float32(1)
+            return x
+        x = np.float32(0.5)
+        loop(x, 10)
+        return Side(lambda n: loop(x, n * N_SCALAR_LOOP), ops_per_unit=N_SCALAR_LOOP,
+                    result=lambda: loop(x, N_SCALAR_LOOP))
+    return prepare
+
+
 IDX = _rng.integers(0, 1 << 20, size=1 << 18).astype(np.int32)
 ROWS_M = _rng.standard_normal((4096, 256)).astype(np.float32)
 ROW_IDX = _rng.integers(0, 4096, size=2048).astype(np.int32)
@@ -871,6 +945,11 @@ def make_rows(args):
                     "C call via fn pointer", ffi_floor(K_CHAIN), 3.0, "<=3x fn ptr", rtol=1e-6))
     rows.append(Row("ffi-loop-jnp", "3", "no call: w*0.5+1 (fori_loop)", oly_fori_jnp(),
                     "C call via fn pointer", ffi_floor(N_FORI), rtol=1e-6))
+    rows.append(Row("fori-scalar-numba", "3", "fori_loop x*0.999+1 f32[], per iteration",
+                    oly_fori_scalar(), "Numba @njit loop", numba_fori_scalar(), 3.0,
+                    "<=3x Numba", rtol=1e-4))
+    rows.append(Row("fori-scalar-python", "3", "fori_loop x*0.999+1 f32[], per iteration",
+                    oly_fori_scalar(), "CPython loop", python_fori_scalar(), rtol=1e-3))
     # 4: dispatch
     rows.append(Row("dispatch-numba", "4", "cached jit dispatch", oly_jit_dispatch,
                     "Numba @njit call", numba_dispatch, 2.0, "<=2x Numba", rtol=1e-6))
@@ -884,6 +963,8 @@ def make_rows(args):
                     numpy_side(_chain_np, X1M, Y1M), 1.0, ">=NumPy speed", rtol=1e-4))
     rows.append(Row("chain-c", "5", "sin(x)**2+cos(x)*y f32[1M]", chain, "C loop (floor)",
                     c_chain_floor, rtol=1e-4))
+    rows.append(Row("chain-numpy-10M", "5", "sin(x)**2+cos(x)*y f32[10M]", chain_10m("oly"),
+                    "NumPy", chain_10m("numpy"), 1.0, ">=NumPy speed", rtol=1e-4))
     rows.append(Row("sum-numpy", "5", "sum f32[1M]", oly_jit_side(lambda jnp: jnp.sum, X1M),
                     "NumPy", numpy_side(np.sum, X1M), rtol=1e-3))
     # gather / scatter / sort: indexing against NumPy's fancy indexing

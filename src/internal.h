@@ -76,6 +76,27 @@ char *oly__strdup(const char *s);
 /* n bytes aligned to align (a power of two); the size is rounded up to a
  * multiple of align. Freed with free(). */
 void *oly__aligned_alloc(size_t align, size_t n);
+/* Whether fault injection fails this allocation (counts it down like the
+ * functions above; for allocators outside alloc.c). */
+bool oly__fault_injected(void);
+
+/* Data blocks (src/core/bufpool.c): 64-byte aligned, n bytes rounded up to a
+ * size class. From OLY_BUFPOOL_MIN bytes up a block is its own mapping, and
+ * oly__bufpool_free caches it for the next request of its class (bounded by
+ * OLYMPUS_BUFFER_POOL_BYTES), so steady runs map nothing and fault nothing.
+ * _free takes the n given to _alloc (NULL is fine). Thread-safe. */
+#define OLY_BUFPOOL_MIN ((size_t)1 << 20)
+void *oly__bufpool_alloc(size_t n);
+void oly__bufpool_free(void *p, size_t n);
+/* The bytes a block of n bytes really has (its class); 0 on overflow. */
+size_t oly__bufpool_class(size_t n);
+/* Unmaps cached blocks, least recently cached first, until at most keep
+ * bytes stay cached. */
+void oly__bufpool_trim(size_t keep);
+/* Tests: replaces the bound (bytes; -1: read the environment again) and
+ * trims to it; the cache's bytes and blocks, mappings made and cache hits. */
+void oly__bufpool_set_limit(long long bytes);
+void oly__bufpool_stats(size_t *bytes, int *blocks, long long *maps, long long *hits);
 
 /* ---------------------------------------------------------------- arena */
 

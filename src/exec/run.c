@@ -33,24 +33,24 @@ typedef struct run_state {
     void **ptr;                 /* n_refs: exe->refs resolved through val */
     oly_array **parr;           /* n_refs: exe->refs resolved through arr */
     oly_array **own;            /* n_own_all: owned references, NULL until allocated */
-    unsigned char *scratch;     /* owned (aligned_alloc); NULL when no scratch */
+    unsigned char *scratch;     /* owned (oly__bufpool_alloc); NULL when no scratch */
     int n_missing;              /* entries of own[0, n_own) that are NULL */
     int device;                 /* the device stamped on the held arrays */
     int ctx_device;             /* the device written into every ctx[i].device */
     bool resolved;              /* ptr and parr are valid for every stable slot */
 } run_state;
 
-static void state_free(run_state *rs, int n_own_all)
+static void state_free(const oly_exe *exe, run_state *rs)
 {
     if (!rs) return;
-    for (int i = 0; i < n_own_all; i++) oly_array_release(rs->own[i]);
-    free(rs->scratch);
+    for (int i = 0; i < exe->n_own_all; i++) oly_array_release(rs->own[i]);
+    oly__bufpool_free(rs->scratch, exe->scratch_bytes);
     free(rs);
 }
 
 void oly__exec_drop_spare(oly_exe *exe)
 {
-    for (int d = 0; d < exe->n_spare; d++) state_free(exe->spare[d], exe->n_own_all);
+    for (int d = 0; d < exe->n_spare; d++) state_free(exe, exe->spare[d]);
     free(exe->spare);
     exe->spare = NULL;
     exe->n_spare = 0;
@@ -77,7 +77,8 @@ static run_state *state_new(const oly_exe *exe)
     rs->kern = (oly_kernel_fn *)(rs->own + no);
     rs->n_missing = exe->n_own;
     if (exe->scratch_bytes > 0) {
-        rs->scratch = oly__aligned_alloc(OLY_EXEC_ALIGN, exe->scratch_bytes);
+        /* big scratch is recycled across runs (src/core/bufpool.c) */
+        rs->scratch = oly__bufpool_alloc(exe->scratch_bytes);
         if (!rs->scratch) {
             free(rs);
             oly__error(OLY_ERR_NOMEM, "out of memory allocating %zu bytes of scratch",
@@ -154,7 +155,7 @@ static void state_put(const oly_exe *exe, run_state *rs)
 {
     int device = rs->run.device;
     if (exe->pool && !exe->spare[device]) exe->spare[device] = rs;
-    else state_free(rs, exe->n_own_all);
+    else state_free(exe, rs);
 }
 
 static oly_status depth_error(void)
