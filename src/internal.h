@@ -275,7 +275,8 @@ typedef struct oly_exec_ops {
 } oly_exec_ops;
 
 /* What a CPU kernel sees: dense C-order buffers. ith/nth split the work
- * between threads (nth == 1 today). Literal inputs arrive as 0-d buffers. */
+ * into shares (0 <= ith < nth); only kernels marked `splits` ever see
+ * nth > 1 from the executor. Literal inputs arrive as 0-d buffers. */
 typedef struct oly_kernel_ctx {
     const oly_eqn *eqn;
     const void *params;
@@ -439,6 +440,12 @@ typedef struct oly_cpu_kernel {
      * no other operand of it, and is the run's own (not a program input,
      * constant or literal); fn sees in == out then, and copies otherwise. */
     int (*alias_input)(const void *params, int out);
+    /* fn partitions its work by ctx->ith / ctx->nth for any nth: the shares
+     * write disjoint parts of the outputs, read only what no share writes
+     * (in place: their own part), run no host code and no nested program,
+     * and one share's failure leaves the others harmless. The executor may
+     * then run a big step as shares on several threads (src/exec/run.c). */
+    bool splits;
 } oly_cpu_kernel;
 
 /* p's CPU kernel: from src/cpu's table for rows of prims.def, else what

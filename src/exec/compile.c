@@ -107,6 +107,23 @@ static oly_status skip_kernel(const oly_kernel_ctx *ctx)
     return OLY_OK;
 }
 
+/* ---------------------------------------------------------------- threads */
+
+/* How much an equation computes, in elements: its outputs', or its largest
+ * input's when that is more (a reduction, a gather's operand is not read in
+ * full, but a cumulative scan's is). What decides splitting (run.c). */
+static int64_t step_work(const oly_eqn *e)
+{
+    int64_t out = 0, in = 0;
+    for (int j = 0; j < e->n_out; j++) out += oly_aval_size(&e->out[j]->aval);
+    for (int j = 0; j < e->n_in; j++)
+        if (e->in[j].kind == OLY_ATOM_VAR) {
+            int64_t n = oly_aval_size(&e->in[j].var->aval);
+            if (n > in) in = n;
+        }
+    return out > in ? out : in;
+}
+
 /* ---------------------------------------------------------------- aliases */
 
 /* The input output j of e may be written over (alias_input), when that input
@@ -256,6 +273,8 @@ static oly_status compile(oly_program *p, oly_exe **out)
         s->eqn = e;
         s->kernel = produces_nothing(e, kern[i]) ? skip_kernel : kern[i]->fn;
         s->wants_arrays = kern[i]->wants_arrays;
+        s->work = step_work(e);
+        s->split = kern[i]->splits && s->kernel != skip_kernel && s->work >= OLY_EXEC_SPLIT_MIN;
         s->n_in = e->n_in;
         s->n_out = e->n_out;
         s->in_ref = r;

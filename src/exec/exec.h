@@ -15,6 +15,16 @@
  * them between runs (one spare run state); larger ones allocate per run. */
 #define OLY_EXEC_POOL_BYTES ((size_t)4 << 20)
 
+/* A kernel marked `splits` whose step has at least this much work (elements:
+ * its outputs', or its largest input's when larger) runs in shares on the
+ * thread pool; smaller work stays on the calling thread (docs/design.md,
+ * "Threads"). */
+#ifndef OLY_EXEC_SPLIT_MIN /* a build may choose another (bench/split_bench.c measures) */
+#define OLY_EXEC_SPLIT_MIN ((int64_t)1 << 16)
+#endif
+/* Elements per share at least; at most 4 shares per thread. */
+#define OLY_EXEC_SHARE_MIN ((int64_t)1 << 14)
+
 /* Where a variable lives during a run. */
 typedef enum oly_loc_kind {
     OLY_LOC_INPUT,   /* program input idx */
@@ -37,6 +47,8 @@ typedef struct oly_step {
     const oly_eqn *eqn;         /* borrowed from the program */
     oly_kernel_fn kernel;       /* from src/cpu's table (oly__cpu_kernel) */
     bool wants_arrays;          /* the kernel reads ctx->in_array */
+    bool split;                 /* the kernel splits and work >= OLY_EXEC_SPLIT_MIN */
+    int64_t work;               /* elements: the outputs', or the largest input's */
     int n_in, n_out;
     int *in_ref;                /* owned by the exe's block */
     int *out_var;               /* var ids */
@@ -128,6 +140,17 @@ oly_status oly__exec_begin(oly_program *p, int device, oly_array *const *inputs,
                            oly_array **outputs, int n_out, const oly_exe **exe);
 oly_status oly__exec_run_arrays(const oly_exe *exe, int device, oly_array *const *inputs,
                                 oly_array *const *outputs);
+
+/* The thread pool the runtime lends the executor (src/rt/pool.c; exec never
+ * names rt). A parallel-for: run(work, arg, n) calls work(arg, i) once for
+ * every share i in [0, n), on the pool's threads and the calling thread, and
+ * returns true when all have returned; it returns false, having run nothing,
+ * when the pool is busy with another caller's job. work must not run host
+ * code or wait for anything. */
+typedef bool (*oly_exec_pool_fn)(void (*work)(void *arg, int share), void *arg, int n);
+/* Lends run (NULL: none) with its size, the caller included. Thread-safe;
+ * runs already splitting finish with the pool they found. */
+void oly__exec_set_pool(oly_exec_pool_fn run, int threads);
 
 /* The ops kernels run nested programs with (oly_kernel_ctx.exec; run.c). */
 extern const oly_exec_ops oly__exec_ops;

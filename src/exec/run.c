@@ -25,7 +25,9 @@ static _Thread_local int thread_depth;
  * executable finds no spare and uses a state of its own. Only the thread
  * running on a device touches that device's spare (see exec.h). */
 typedef struct run_state {
-    oly_run run;                /* this run; every ctx[i].run points here */
+    oly_run run;                /* this run; every ctx[i].run points here (first member:
+                                   split_kernel finds the state from ctx->run) */
+    const oly_exe *exe;         /* borrowed: the executable this state runs */
     oly_kernel_ctx *ctx;        /* n_step */
     oly_kernel_fn *kern;        /* n_step: each step's kernel */
     void **val;                 /* n_slots: where each var's (or literal's) bytes are */
@@ -56,6 +58,66 @@ void oly__exec_drop_spare(oly_exe *exe)
     exe->n_spare = 0;
 }
 
+/* ---------------------------------------------------------------- threads */
+
+/* The pool src/rt lends (oly__exec_set_pool); NULL: every kernel runs on the
+ * calling thread. */
+static _Atomic(oly_exec_pool_fn) pool_run;
+static atomic_int pool_threads = 1;
+
+void oly__exec_set_pool(oly_exec_pool_fn run, int threads)
+{
+    atomic_store_explicit(&pool_threads, threads, memory_order_relaxed);
+    atomic_store_explicit(&pool_run, run, memory_order_release);
+}
+
+/* One split kernel call: its context, the real kernel, the share count, and
+ * the first failure of any share (kept off the thread that failed). */
+typedef struct split_job {
+    const oly_kernel_ctx *ctx;
+    oly_kernel_fn fn;
+    int n;
+    atomic_int failed;
+    oly_failure failure;
+} split_job;
+
+static void run_share(void *arg, int share)
+{
+    split_job *j = arg;
+    oly_kernel_ctx c = *j->ctx;
+    c.ith = share;
+    c.nth = j->n;
+    oly_status st = j->fn(&c);
+    if (st == OLY_OK) return;
+    if (!atomic_exchange(&j->failed, 1)) {
+        oly__failure_keep(&j->failure, st);
+    } else { /* one failure is reported; drop this thread's copy of another */
+        oly_failure other = {0};
+        oly__failure_keep(&other, st);
+        oly__failure_clear(&other);
+    }
+}
+
+/* The kernel of a step marked split (compile.c): runs the step's kernel in
+ * shares on the pool, or whole on this thread when there is no pool, the
+ * pool is busy with another caller, or the work makes fewer than two shares.
+ * The failure of any share fails the step once, with that share's message. */
+static oly_status split_kernel(const oly_kernel_ctx *ctx)
+{
+    const struct run_state *rs = (const struct run_state *)(const void *)ctx->run;
+    const oly_step *s = &rs->exe->step[ctx - rs->ctx];
+    oly_exec_pool_fn run = atomic_load_explicit(&pool_run, memory_order_acquire);
+    int threads = atomic_load_explicit(&pool_threads, memory_order_relaxed);
+    int64_t n = s->work / OLY_EXEC_SHARE_MIN;
+    if (n > (int64_t)threads * 4) n = (int64_t)threads * 4;
+    if (!run || n < 2) return s->kernel(ctx);
+    split_job j = {.ctx = ctx, .fn = s->kernel, .n = (int)n};
+    atomic_init(&j.failed, 0);
+    if (!run(run_share, &j, j.n)) return s->kernel(ctx);
+    if (!atomic_load(&j.failed)) return OLY_OK;
+    return oly__failure_report(&j.failure);
+}
+
 /* A new state with the run-independent slots filled (scratch vars, constants,
  * literals) and every step's context set up. NULL on out of memory. */
 static run_state *state_new(const oly_exe *exe)
@@ -75,6 +137,7 @@ static run_state *state_new(const oly_exe *exe)
     rs->parr = (oly_array **)(rs->ptr + nr);
     rs->own = (oly_array **)(rs->parr + nr);
     rs->kern = (oly_kernel_fn *)(rs->own + no);
+    rs->exe = exe;
     rs->n_missing = exe->n_own;
     if (exe->scratch_bytes > 0) {
         /* big scratch is recycled across runs (src/core/bufpool.c) */
@@ -103,7 +166,7 @@ static run_state *state_new(const oly_exe *exe)
             uint32_t v = e->out[j]->id;
             if (exe->loc[v].kind == OLY_LOC_SCRATCH) rs->val[v] = rs->scratch + exe->loc[v].off;
         }
-        rs->kern[i] = s->kernel;
+        rs->kern[i] = s->split ? split_kernel : s->kernel;
         rs->ctx[i] = (oly_kernel_ctx){
             .eqn = e,
             .params = e->params,

@@ -1,8 +1,12 @@
 /* test_runtime.c — the runtime's machinery around kernels: the buffer pool
- * (big blocks recycled across runs, never while someone holds them). */
+ * (big blocks recycled across runs, never while someone holds them) and the
+ * thread pool (big kernels split by ith/nth: the same bytes as one call,
+ * failures reported once, a busy pool never waited for). */
 #include "test.h"
 #include "testutil.h"
-#include "exec/exec.h"
+#include "rt/rt.h"
+
+#include <pthread.h>
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -206,4 +210,298 @@ TEST(bufpool_steady_runs_and_held_outputs)
     oly_program_release(p);
     oly__bufpool_trim(0);
     oly__bufpool_set_limit(-1);
+}
+
+/* ---------------------------------------------------------------- splitting */
+
+static oly_ints ints(int n, const int64_t *v)
+{
+    oly_ints r = {.n = n};
+    for (int i = 0; i < n; i++) r.v[i] = v[i];
+    return r;
+}
+
+/* Inputs: rank-r arrays of dtype t with pseudo-random values (distinct enough
+ * for sorts, small for integer dtypes). */
+static oly_array *random_array(oly_dtype t, int rank, const int64_t *dims, uint32_t seed)
+{
+    oly_aval a = tu_aval(t, rank, dims);
+    oly_array *x = NULL;
+    CHECK_OK(oly_array_new(&a, &x));
+    int64_t n = oly_aval_size(&a);
+    uint32_t h = seed * 2654435761u + 1;
+    for (int64_t i = 0; i < n; i++) {
+        h ^= h << 13;
+        h ^= h >> 17;
+        h ^= h << 5;
+        oly_scalar v = {.dtype = OLY_FLOAT64, .v.f = (double)(h % 20011) / 997.0 - 10.0};
+        if (t == OLY_BOOL) v = (oly_scalar){.dtype = OLY_BOOL, .v.i = h & 1};
+        else if (!oly_dtype_is_float(t)) v = (oly_scalar){.dtype = OLY_INT64, .v.i = h % 1000};
+        oly_scalar_store(&v, t, (char *)oly_array_mutable_data(x) + (size_t)i * oly_dtype_size(t));
+    }
+    return x;
+}
+
+/* A one-equation program p(ins) with the inputs' avals. */
+static oly_program *one_eqn(const oly_prim *p, const void *params, oly_array *const *in, int n_in)
+{
+    oly_builder *b;
+    CHECK_OK(oly_builder_new(&b));
+    oly_atom atoms[4];
+    for (int i = 0; i < n_in; i++) {
+        oly_var *v;
+        CHECK_OK(oly_builder_add_input(b, oly_array_aval(in[i]), &v));
+        atoms[i] = oly_atom_var(v);
+    }
+    oly_var *outv[4];
+    int n_out = 0;
+    oly_program *prog = NULL;
+    CHECK_OK(oly_builder_append(b, p, atoms, n_in, params, NULL, 0, outv, 4, &n_out));
+    oly_atom outs[4];
+    for (int k = 0; k < n_out; k++) outs[k] = oly_atom_var(outv[k]);
+    CHECK_OK(oly_builder_finish(b, outs, n_out, &prog));
+    oly_builder_free(b);
+    return prog;
+}
+
+/* A pool for tests: runs the shares on the calling thread, last first, so a
+ * kernel whose shares do not partition its work (or read what another share
+ * wrote) gives other bytes than one call. */
+static atomic_int fake_jobs;
+static bool fake_pool(void (*work)(void *arg, int share), void *arg, int n)
+{
+    atomic_fetch_add(&fake_jobs, 1);
+    for (int i = n - 1; i >= 0; i--) work(arg, i);
+    return true;
+}
+
+/* Runs prog on in whole (no pool) and split (the fake pool with `threads`),
+ * and checks every output has the same bytes. */
+static void check_split(const char *what, const oly_prim *p, const void *params,
+                        oly_array *const *in, int n_in, int threads)
+{
+    oly_program *prog = one_eqn(p, params, in, n_in);
+    if (!prog) return;
+    int n_out = prog->n_out;
+    oly_array *whole[4] = {0}, *split[4] = {0};
+    oly__exec_set_pool(NULL, 1);
+    CHECK_OK(oly_program_run(prog, 0, in, n_in, whole, n_out));
+    int jobs0 = atomic_load(&fake_jobs);
+    oly__exec_set_pool(fake_pool, threads);
+    CHECK_OK(oly_program_run(prog, 0, in, n_in, split, n_out));
+    oly__exec_set_pool(NULL, 1);
+    if (atomic_load(&fake_jobs) == jobs0) CHECK_FAIL_("%s: the step was not split", what);
+    for (int k = 0; k < n_out; k++) {
+        if (!whole[k] || !split[k]) continue;
+        size_t nb = oly_aval_nbytes(oly_array_aval(whole[k]));
+        if (memcmp(oly_array_data(whole[k]), oly_array_data(split[k]), nb) != 0)
+            CHECK_FAIL_("%s: output %d differs when split over %d threads", what, k, threads);
+        oly_array_release(whole[k]);
+        oly_array_release(split[k]);
+    }
+    oly_program_release(prog);
+}
+
+/* Every family whose kernel says `splits`, through the executor with a pool
+ * that runs shares in reverse: the same bytes as one call. */
+TEST(split_kernels_match_one_call)
+{
+    oly__pool_install(); /* so the runtime does not lend its pool over ours later */
+    int64_t n1[1] = {(int64_t)1 << 17}, m2[2] = {256, 515}, t2[2] = {515, 256};
+    oly_array *x = random_array(OLY_FLOAT32, 1, n1, 1), *y = random_array(OLY_FLOAT32, 1, n1, 2);
+    oly_array *b = random_array(OLY_BOOL, 1, n1, 3), *i32 = random_array(OLY_INT32, 1, n1, 4);
+    oly_array *m = random_array(OLY_FLOAT32, 2, m2, 5), *mt = random_array(OLY_FLOAT32, 2, t2, 6);
+    oly_array *u[4];
+    for (int k = 0; k < 4; k++) u[k] = random_array(OLY_UINT32, 1, n1, 10 + (uint32_t)k);
+    for (int threads = 2; threads <= 5; threads += 3) {
+        oly_array *xy[2] = {x, y}, *sel[3] = {b, x, y};
+        check_split("add", &oly__prim_add, NULL, xy, 2, threads);
+        check_split("sin", &oly__prim_sin, NULL, &x, 1, threads);
+        check_split("erf", &oly__prim_erf, NULL, &x, 1, threads);
+        check_split("add i32", &oly__prim_add, NULL, (oly_array *[]){i32, i32}, 2, threads);
+        oly_params_convert cv = {.new_dtype = OLY_INT32};
+        check_split("convert", &oly__prim_convert_element_type, &cv, &x, 1, threads);
+        check_split("select_n", &oly__prim_select_n, NULL, sel, 3, threads);
+        check_split("threefry2x32", &oly__prim_threefry2x32, NULL, u, 4, threads);
+        oly_params_broadcast_in_dim bc = {.shape = ints(2, (int64_t[]){515, 256}),
+                                          .broadcast_dimensions = ints(1, (int64_t[]){1})};
+        oly_array *row = random_array(OLY_FLOAT32, 1, (int64_t[]){256}, 7);
+        check_split("broadcast_in_dim", &oly__prim_broadcast_in_dim, &bc, &row, 1, threads);
+        oly_array_release(row);
+        oly_params_transpose tr = {.permutation = ints(2, (int64_t[]){1, 0})};
+        check_split("transpose", &oly__prim_transpose, &tr, &m, 1, threads);
+        oly_params_dims rv = {.dimensions = ints(1, (int64_t[]){1})};
+        check_split("rev", &oly__prim_rev, &rv, &m, 1, threads);
+        oly_params_slice sl = {.start_indices = ints(1, (int64_t[]){3}),
+                               .limit_indices = ints(1, (int64_t[]){(1 << 17) - 5}),
+                               .strides = ints(1, (int64_t[]){1})};
+        check_split("slice", &oly__prim_slice, &sl, &x, 1, threads);
+        oly_params_concatenate cc = {.dimension = 1};
+        check_split("concatenate", &oly__prim_concatenate, &cc, (oly_array *[]){m, m}, 2,
+                    threads);
+        check_split("transpose 515x256", &oly__prim_transpose, &tr, &mt, 1, threads);
+        oly_params_iota io = {.dtype = OLY_INT32, .shape = ints(2, m2), .dimension = 1};
+        check_split("iota", &oly__prim_iota, &io, NULL, 0, threads);
+        oly_params_argminmax am = {.axes = ints(1, (int64_t[]){1}), .index_dtype = OLY_INT32};
+        check_split("argmax", &oly__prim_argmax, &am, &m, 1, threads);
+        oly_params_cumulative cs = {.axis = 1};
+        check_split("cumsum", &oly__prim_cumsum, &cs, &m, 1, threads);
+        oly_params_sort so = {.dimension = 1, .is_stable = true, .num_keys = 1};
+        check_split("sort", &oly__prim_sort, &so, &m, 1, threads);
+        oly_params_top_k tk = {.k = 5};
+        check_split("top_k", &oly__prim_top_k, &tk, &m, 1, threads);
+        /* x[idx]: 128K indices into 128K elements */
+        oly_array *idx = random_array(OLY_INT32, 2, (int64_t[]){(int64_t)1 << 17, 1}, 8);
+        oly_params_gather g = {.offset_dims = {0},
+                               .collapsed_slice_dims = ints(1, (int64_t[]){0}),
+                               .start_index_map = ints(1, (int64_t[]){0}),
+                               .slice_sizes = ints(1, (int64_t[]){1}),
+                               .mode = OLY_GATHER_CLIP};
+        check_split("gather", &oly__prim_gather, &g, (oly_array *[]){x, idx}, 2, threads);
+        oly_array_release(idx);
+    }
+    oly_array_release(x);
+    oly_array_release(y);
+    oly_array_release(b);
+    oly_array_release(i32);
+    oly_array_release(m);
+    oly_array_release(mt);
+    for (int k = 0; k < 4; k++) oly_array_release(u[k]);
+    oly__pool_set_threads(oly__pool_threads()); /* the runtime's pool again */
+}
+
+/* A step below the threshold, or a kernel that does not split, stays whole. */
+TEST(split_small_or_unmarked_steps_stay_whole)
+{
+    oly__pool_install();
+    int64_t small[1] = {OLY_EXEC_SPLIT_MIN / 2}, big[2] = {512, 512};
+    oly_array *x = random_array(OLY_FLOAT32, 1, small, 1), *m = random_array(OLY_FLOAT32, 2, big, 2);
+    oly_program *p1 = one_eqn(&oly__prim_sin, NULL, &x, 1);
+    oly_params_reduce r = {.axes = ints(1, (int64_t[]){1})};
+    oly_program *p2 = one_eqn(&oly__prim_reduce_sum, &r, &m, 1);
+    oly__exec_set_pool(fake_pool, 4);
+    int jobs0 = atomic_load(&fake_jobs);
+    oly_array *y = NULL;
+    CHECK_OK(oly_program_run(p1, 0, &x, 1, &y, 1));
+    oly_array_release(y);
+    CHECK_OK(oly_program_run(p2, 0, &m, 1, &y, 1));
+    oly_array_release(y);
+    CHECK_EQ(atomic_load(&fake_jobs), jobs0);
+    oly_array_release(x);
+    oly_array_release(m);
+    oly_program_release(p1);
+    oly_program_release(p2);
+    oly__pool_set_threads(oly__pool_threads());
+}
+
+/* A test row that splits and fails in its last share (and in share 0 with
+ * another message when asked): the run fails once, naming the row. */
+static atomic_int fail_calls;
+static oly_status k_split_fail(const oly_kernel_ctx *c)
+{
+    atomic_fetch_add(&fail_calls, 1);
+    const float *x = c->in[0];
+    float *y = c->out[0];
+    int64_t n = oly_aval_size(&c->out_aval[0]), lo = n * c->ith / c->nth,
+            hi = n * (c->ith + 1) / c->nth;
+    for (int64_t i = lo; i < hi; i++) y[i] = x[i];
+    if (c->ith == c->nth - 1 && x[0] < 0) return oly__error(OLY_ERR_INVALID, "share %d of %d failed", c->ith, c->nth);
+    return OLY_OK;
+}
+static oly_status same_shape1(const oly_shape_ctx *ctx, oly_aval *out)
+{
+    out[0] = ctx->in[0];
+    return OLY_OK;
+}
+static const oly_prim t_split_fail = {.name = "t_split_fail", .n_in = 1, .n_out = 1,
+                                      .shape = same_shape1};
+static const oly_cpu_kernel t_split_fail_cpu = {.fn = k_split_fail, .splits = true};
+
+TEST(split_failure_fails_the_run_once)
+{
+    CHECK_OK(oly__cpu_register(&t_split_fail, &t_split_fail_cpu));
+    oly__pool_install();
+    int64_t n = (int64_t)1 << 18;
+    oly_array *x = filled_f32(n, -1.0f);
+    oly_program *p = one_eqn(&t_split_fail, NULL, &x, 1);
+    oly_array *y = NULL;
+    for (int threads = 1; threads <= 3; threads++) {
+        oly__pool_set_threads(threads); /* the real pool, with real threads */
+        atomic_store(&fail_calls, 0);
+        CHECK_ERR(oly_program_run(p, 0, &x, 1, &y, 1), OLY_ERR_INVALID, "t_split_fail: share");
+        CHECK(y == NULL);
+        int want = threads == 1 ? 1 : (int)(n / OLY_EXEC_SHARE_MIN < threads * 4 ? n / OLY_EXEC_SHARE_MIN : threads * 4);
+        CHECK_EQ(atomic_load(&fail_calls), want);
+    }
+    oly_array_release(x);
+    x = filled_f32(n, 2.0f);
+    CHECK_OK(oly_program_run(p, 0, &x, 1, &y, 1));
+    CHECK(y && memcmp(oly_array_data(y), oly_array_data(x), (size_t)n * 4) == 0);
+    oly_array_release(y);
+    oly_array_release(x);
+    oly_program_release(p);
+    oly__pool_set_threads(oly__pool_threads());
+}
+
+/* Several threads running big programs at once share one pool: whoever finds
+ * it busy runs alone; every result is right. */
+typedef struct racer {
+    oly_program *p;
+    oly_array *x;
+    const oly_array *want;
+    int bad;
+} racer;
+
+static void *race(void *arg)
+{
+    racer *r = arg;
+    for (int i = 0; i < 20; i++) {
+        oly_array *y = NULL;
+        if (oly_program_run(r->p, 0, &r->x, 1, &y, 1) != OLY_OK) {
+            r->bad++;
+            continue;
+        }
+        r->bad += memcmp(oly_array_data(y), oly_array_data(r->want),
+                         oly_aval_nbytes(oly_array_aval(y))) != 0;
+        oly_array_release(y);
+    }
+    return NULL;
+}
+
+TEST(split_pool_shared_by_threads)
+{
+    oly__pool_install();
+    int64_t n = (int64_t)1 << 18;
+    oly_program *p = chain_program(n);
+    oly_array *x = filled_f32(n, 0.5f), *want = NULL;
+    oly__pool_set_threads(1);
+    CHECK_OK(oly_program_run(p, 0, &x, 1, &want, 1));
+    oly__pool_set_threads(3);
+    racer r[3];
+    pthread_t t[3];
+    for (int i = 0; i < 3; i++) {
+        r[i] = (racer){p, x, want, 0};
+        CHECK_EQ(pthread_create(&t[i], NULL, race, &r[i]), 0);
+    }
+    for (int i = 0; i < 3; i++) {
+        pthread_join(t[i], NULL);
+        CHECK_EQ(r[i].bad, 0);
+    }
+    oly_array_release(want);
+    oly_array_release(x);
+    oly_program_release(p);
+    oly__pool_set_threads(oly__pool_threads());
+}
+
+TEST(split_thread_count_parsing)
+{
+    CHECK_EQ(oly__pool_parse_threads(NULL), 0);
+    CHECK_EQ(oly__pool_parse_threads(""), 0);
+    CHECK_EQ(oly__pool_parse_threads("0"), 0);
+    CHECK_EQ(oly__pool_parse_threads("-2"), 0);
+    CHECK_EQ(oly__pool_parse_threads("3x"), 0);
+    CHECK_EQ(oly__pool_parse_threads("1"), 1);
+    CHECK_EQ(oly__pool_parse_threads("12"), 12);
+    CHECK_EQ(oly__pool_parse_threads("100000"), 256);
+    CHECK(oly__pool_threads() >= 1);
 }
