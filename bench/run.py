@@ -125,6 +125,8 @@ def build_ffi_kernel():
     lib = ctypes.CDLL(out)
     lib.oly_bench_ffi_floor.restype = ctypes.c_float
     lib.oly_bench_ffi_floor.argtypes = [ctypes.c_float, ctypes.c_int64]
+    lib.oly_bench_scalar_loop.restype = ctypes.c_float
+    lib.oly_bench_scalar_loop.argtypes = [ctypes.c_float, ctypes.c_int64]
     return lib
 
 
@@ -847,6 +849,17 @@ def python_fori_scalar():
     return prepare
 
 
+def c_fori_scalar():
+    """The same loop compiled from C (-O2, no fast-math): the machine code a
+    Numba @njit loop runs, measurable where Numba is not installed."""
+    def prepare():
+        lib = lazy("ffi_kernel", build_ffi_kernel)
+        f = lib.oly_bench_scalar_loop
+        return Side(lambda n: f(0.5, n * N_SCALAR_LOOP), ops_per_unit=N_SCALAR_LOOP,
+                    result=lambda: np.float32(f(0.5, N_SCALAR_LOOP)))
+    return prepare
+
+
 def numba_fori_scalar():
     """The same loop under Numba @njit on float32."""
     def prepare():
@@ -948,6 +961,9 @@ def make_rows(args):
     rows.append(Row("fori-scalar-numba", "3", "fori_loop x*0.999+1 f32[], per iteration",
                     oly_fori_scalar(), "Numba @njit loop", numba_fori_scalar(), 3.0,
                     "<=3x Numba", rtol=1e-4))
+    rows.append(Row("fori-scalar-c", "3", "fori_loop x*0.999+1 f32[], per iteration",
+                    oly_fori_scalar(), "C loop (Numba's code)", c_fori_scalar(), 3.0,
+                    "<=3x C loop", rtol=1e-4))
     rows.append(Row("fori-scalar-python", "3", "fori_loop x*0.999+1 f32[], per iteration",
                     oly_fori_scalar(), "CPython loop", python_fori_scalar(), rtol=1e-3))
     # 4: dispatch

@@ -150,6 +150,7 @@ void oly__exec_free(void *p)
     oly_exe *exe = p;
     if (!exe) return;
     oly__exec_drop_spare(exe);
+    oly__exec_sprog_free(exe->sprog);
     for (int i = 0; i < exe->n_lit; i++) oly_array_release(exe->lit[i]);
     free(exe->lit);
     free(exe->step);
@@ -393,6 +394,18 @@ static oly_status compile(oly_program *p, oly_exe **out)
     exe->cost_bytes += exe->sum_intermediate_bytes;
 
     exe->n_slots = nv + (uint32_t)exe->n_lit;
+
+    /* One-element steps run as ops, without their kernel (src/cpu/scalar.c);
+     * a program of nothing else becomes a register program (sprog.c). */
+    for (int i = 0; i < exe->n_step; i++) {
+        oly_step *s = &exe->step[i];
+        int code = s->kernel == skip_kernel ? 0
+                                            : oly__cpu_scalar_code(s->eqn, s->in_aval, s->out_aval);
+        if (!code) continue;
+        s->scalar = true;
+        oly__cpu_scalar_op(code, s->in_aval, s->n_in, s->out_aval, 0, 1, 2, 3, &s->sop);
+    }
+    if ((st = oly__exec_sprog_build(exe)) != OLY_OK) goto fail;
 
     /* References whose pointer a run must refresh: inputs and in-place outputs. */
     for (int pass = 0; pass < 2; pass++) {

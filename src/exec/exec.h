@@ -48,6 +48,8 @@ typedef struct oly_step {
     oly_kernel_fn kernel;       /* from src/cpu's table (oly__cpu_kernel) */
     bool wants_arrays;          /* the kernel reads ctx->in_array */
     bool split;                 /* the kernel splits and work >= OLY_EXEC_SPLIT_MIN */
+    bool scalar;                /* runs as sop (one element everywhere), no kernel call */
+    oly_sop sop;                /* when scalar: registers 0, 1, 2 -> 3 */
     int64_t work;               /* elements: the outputs', or the largest input's */
     int n_in, n_out;
     int *in_ref;                /* owned by the exe's block */
@@ -107,6 +109,9 @@ struct oly_exe {
     int *patch;                 /* owned: positions in refs naming an input or an
                                  * OLY_LOC_OUT var (their pointers change per run) */
     oly_aval *avals;            /* owned: storage behind the steps' avals */
+    /* Owned (sprog.c), or NULL: the whole program as one-element ops on
+     * registers (the value slots), when it is only that. */
+    oly_scalar_prog *sprog;
 };
 
 /* One execution of a program; nested runs point at their parent. */
@@ -123,6 +128,12 @@ struct oly_run {
 oly_status oly__array_new_uninit(const oly_aval *aval, oly_array **out);
 
 oly_status oly__exec_get(oly_program *p, const oly_exe **out);
+
+/* Builds exe->sprog when every step is scalar and every input, output and
+ * constant holds one element (sprog.c); leaves it NULL otherwise. Fails only
+ * for lack of memory. _free accepts NULL. */
+oly_status oly__exec_sprog_build(oly_exe *exe);
+void oly__exec_sprog_free(oly_scalar_prog *sp);
 
 /* Frees exe's spare run state (run.c); compile.c's oly__exec_free calls it. */
 void oly__exec_drop_spare(oly_exe *exe);

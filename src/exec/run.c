@@ -36,6 +36,8 @@ typedef struct run_state {
     oly_array **parr;           /* n_refs: exe->refs resolved through arr */
     oly_array **own;            /* n_own_all: owned references, NULL until allocated */
     unsigned char *scratch;     /* owned (oly__bufpool_alloc); NULL when no scratch */
+    oly_sreg *regs;             /* exe->sprog's register file (constants and literals
+                                   loaded), or NULL; in the state's allocation */
     int n_missing;              /* entries of own[0, n_own) that are NULL */
     int device;                 /* the device stamped on the held arrays */
     int ctx_device;             /* the device written into every ctx[i].device */
@@ -118,19 +120,33 @@ static oly_status split_kernel(const oly_kernel_ctx *ctx)
     return oly__failure_report(&j.failure);
 }
 
+/* The kernel of a step marked scalar (compile.c): its one-element op, on the
+ * elements its context points at. */
+static oly_status scalar_kernel(const oly_kernel_ctx *ctx)
+{
+    const struct run_state *rs = (const struct run_state *)(const void *)ctx->run;
+    oly__cpu_scalar_step(&rs->exe->step[ctx - rs->ctx].sop, ctx->in, ctx->out);
+    return OLY_OK;
+}
+
 /* A new state with the run-independent slots filled (scratch vars, constants,
  * literals) and every step's context set up. NULL on out of memory. */
 static run_state *state_new(const oly_exe *exe)
 {
     const oly_program *p = exe->prog;
     size_t ns = exe->n_slots, nr = exe->n_refs, no = (size_t)exe->n_own_all;
-    size_t bytes = sizeof(run_state) +
+    size_t nregs = exe->sprog ? (size_t)exe->sprog->n_regs : 0;
+    size_t bytes = sizeof(run_state) + nregs * sizeof(oly_sreg) +
                    (size_t)exe->n_step * (sizeof(oly_kernel_ctx) + sizeof(oly_kernel_fn)) +
                    ns * (sizeof(void *) + sizeof(oly_array *)) +
                    nr * (sizeof(void *) + sizeof(oly_array *)) + no * sizeof(oly_array *);
     run_state *rs = oly__calloc(1, bytes);
     if (!rs) return NULL;
-    rs->ctx = (oly_kernel_ctx *)(rs + 1);
+    if (nregs) { /* first, so the registers are 8-byte aligned */
+        rs->regs = (oly_sreg *)(void *)(rs + 1);
+        memcpy(rs->regs, exe->sprog->init, nregs * sizeof(oly_sreg));
+    }
+    rs->ctx = (oly_kernel_ctx *)(void *)((char *)(rs + 1) + nregs * sizeof(oly_sreg));
     rs->val = (void **)(rs->ctx + exe->n_step);
     rs->arr = (oly_array **)(rs->val + ns);
     rs->ptr = (void **)(rs->arr + ns);
@@ -166,7 +182,7 @@ static run_state *state_new(const oly_exe *exe)
             uint32_t v = e->out[j]->id;
             if (exe->loc[v].kind == OLY_LOC_SCRATCH) rs->val[v] = rs->scratch + exe->loc[v].off;
         }
-        rs->kern[i] = s->split ? split_kernel : s->kernel;
+        rs->kern[i] = s->scalar ? scalar_kernel : s->split ? split_kernel : s->kernel;
         rs->ctx[i] = (oly_kernel_ctx){
             .eqn = e,
             .params = e->params,
@@ -240,6 +256,17 @@ run_once(run_state *rs, const oly_exe *exe, const void *const *in, oly_array *co
     int device = rs->run.device;
     void **val = rs->val;
     oly_array **arr = rs->arr;
+
+    const oly_scalar_prog *sp = exe->sprog;
+    if (sp) { /* one-element ops only: registers in, ops, registers out */
+        oly_sreg *r = rs->regs;
+        for (int i = 0, n = sp->n_in; i < n; i++)
+            oly__sreg_load(&r[sp->in_reg[i]], in[i], sp->in_size[i]);
+        oly__cpu_scalar_run(sp->ops, sp->n_ops, r);
+        for (int k = 0, n = sp->n_out; k < n; k++)
+            oly__sreg_store(out[k], &r[sp->out_reg[k]], sp->out_size[k]);
+        return OLY_OK;
+    }
 
     /* Per-run slots: inputs, outputs written in place, and the held arrays. */
     for (int i = 0; i < p->n_in; i++) {
@@ -390,11 +417,17 @@ oly_status oly__exec_run_raw(oly_run *run, oly_program *p, int device, const voi
     return oly__exec_run(run, exe, device, in, NULL, out);
 }
 
+static const oly_scalar_prog *prepared_scalar(const oly_exec_prep *pr)
+{
+    return pr->exe ? pr->exe->sprog : NULL;
+}
+
 const oly_exec_ops oly__exec_ops = {
     .run = oly__exec_run_raw,
     .prepare = oly__exec_prepare,
     .prepared_run = oly__exec_prepared_run,
     .prepared_done = oly__exec_prepared_done,
+    .scalar = prepared_scalar,
 };
 
 static oly_status check_input(const oly_program *p, int i, const oly_array *a)
