@@ -16,7 +16,8 @@
  * when it is larger than the bound. CPU devices share the host's memory, so
  * one cache serves them all. Sizes are rounded up to classes (multiples of an
  * eighth of the size's power of two: at most 12.5% slack) and a request takes
- * a cached block of exactly its class. One mutex guards the cache; it is held
+ * a cached block of exactly its class. Each handout starts the data at another
+ * multiple of 64 bytes inside the mapping's first page (see COLOURS). One mutex guards the cache; it is held
  * for the list work only, never across mmap/munmap. Under ASan, cached
  * blocks are poisoned, so a use after free still reports. */
 #include "internal.h"
@@ -101,16 +102,32 @@ void oly__bufpool_set_limit(long long bytes)
     if (bytes >= 0) oly__bufpool_trim((size_t)bytes);
 }
 
+/* A block's data starts at a varying multiple of 64 bytes inside its first
+ * page (its colour): blocks that all started at the same offset modulo 4 KiB
+ * (every mapping does) would make an elementwise kernel's loads and stores
+ * alias in the store buffer and the same cache sets (the chain row ran ~25%
+ * slower so). The mapping has a page more than its class for it. */
+#define COLOURS 64
+static atomic_uint colour;
+
+static size_t page_size(void)
+{
+    static size_t psz;
+    if (!psz) psz = (size_t)sysconf(_SC_PAGESIZE);
+    return psz;
+}
+
 /* A fresh mapping of size bytes, 2 MiB aligned when that big; NULL on failure. */
 static void *map_block(size_t size)
 {
-    size_t align = size >= HUGE_PAGE ? HUGE_PAGE : (size_t)sysconf(_SC_PAGESIZE);
+    size_t align = size >= HUGE_PAGE ? HUGE_PAGE : page_size();
+    size += page_size(); /* room for the colour */
     size_t len = size + align;
     if (len < size) return NULL;
     char *raw = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (raw == MAP_FAILED) return NULL;
     char *p = (char *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1));
-    size_t head = (size_t)(p - raw), psz = (size_t)sysconf(_SC_PAGESIZE);
+    size_t head = (size_t)(p - raw), psz = page_size();
     size_t used = (size + psz - 1) / psz * psz;
     if (head) munmap(raw, head);
     if (len - head > used) munmap(p + used, len - head - used);
@@ -120,11 +137,20 @@ static void *map_block(size_t size)
     return p;
 }
 
+/* p: the mapping's start; size: its class (the colour page comes on top). */
 static void unmap_block(void *p, size_t size)
 {
+    size_t psz = page_size();
+    size += psz;
     UNPOISON(p, size); /* the range may be mapped again by anyone */
-    size_t psz = (size_t)sysconf(_SC_PAGESIZE);
     munmap(p, (size + psz - 1) / psz * psz);
+}
+
+/* The data of mapping base for its next owner. */
+static void *coloured(char *base)
+{
+    unsigned c = atomic_fetch_add_explicit(&colour, 1, memory_order_relaxed);
+    return base + (size_t)(c * 17 % COLOURS) * ALIGN;
 }
 
 void *oly__bufpool_alloc(size_t n)
@@ -154,11 +180,14 @@ void *oly__bufpool_alloc(size_t n)
     }
     pthread_mutex_unlock(&mu);
     if (p) {
-        UNPOISON(p, size);
-        return p;
+        UNPOISON(p, size + page_size());
+        return coloured(p);
     }
-    if (!(p = map_block(size))) oly__error(OLY_ERR_NOMEM, "out of memory allocating %zu bytes", n);
-    return p;
+    if (!(p = map_block(size))) {
+        oly__error(OLY_ERR_NOMEM, "out of memory allocating %zu bytes", n);
+        return NULL;
+    }
+    return coloured(p);
 }
 
 void oly__bufpool_free(void *p, size_t n)
@@ -169,6 +198,7 @@ void oly__bufpool_free(void *p, size_t n)
         free(p);
         return;
     }
+    p = (void *)((uintptr_t)p & ~(uintptr_t)(page_size() - 1)); /* the mapping, uncoloured */
     size_t cap = get_limit();
     if (size > cap) {
         unmap_block(p, size);
@@ -176,7 +206,7 @@ void oly__bufpool_free(void *p, size_t n)
     }
     cached evicted[MAX_CACHED];
     int n_evicted = 0;
-    POISON(p, size);
+    POISON(p, size + page_size());
     pthread_mutex_lock(&mu);
     while (n_cached > 0 && (n_cached == MAX_CACHED || cached_bytes + size > cap)) {
         int old = 0;

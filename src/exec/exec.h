@@ -22,8 +22,10 @@
 #ifndef OLY_EXEC_SPLIT_MIN /* a build may choose another (bench/split_bench.c measures) */
 #define OLY_EXEC_SPLIT_MIN ((int64_t)1 << 16)
 #endif
-/* Elements per share at least; at most 4 shares per thread. */
+/* Elements per share at least, and shares per thread at most: small shares
+ * bound what the caller waits for when a helper is descheduled mid-share. */
 #define OLY_EXEC_SHARE_MIN ((int64_t)1 << 14)
+#define OLY_EXEC_SHARES_PER_THREAD 16
 
 /* Where a variable lives during a run. */
 typedef enum oly_loc_kind {

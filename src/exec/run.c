@@ -89,6 +89,7 @@ static void run_share(void *arg, int share)
     oly_kernel_ctx c = *j->ctx;
     c.ith = share;
     c.nth = j->n;
+    oly__error_forget(); /* a failure's message is this share's, never a stale one */
     oly_status st = j->fn(&c);
     if (st == OLY_OK) return;
     if (!atomic_exchange(&j->failed, 1)) {
@@ -111,7 +112,8 @@ static oly_status split_kernel(const oly_kernel_ctx *ctx)
     oly_exec_pool_fn run = atomic_load_explicit(&pool_run, memory_order_acquire);
     int threads = atomic_load_explicit(&pool_threads, memory_order_relaxed);
     int64_t n = s->work / OLY_EXEC_SHARE_MIN;
-    if (n > (int64_t)threads * 4) n = (int64_t)threads * 4;
+    if (n > (int64_t)threads * OLY_EXEC_SHARES_PER_THREAD)
+        n = (int64_t)threads * OLY_EXEC_SHARES_PER_THREAD;
     if (!run || n < 2) return s->kernel(ctx);
     split_job j = {.ctx = ctx, .fn = s->kernel, .n = (int)n};
     atomic_init(&j.failed, 0);

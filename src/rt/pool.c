@@ -16,7 +16,10 @@
  * and count finished shares in `done`. The caller waits only for shares that
  * were claimed: a worker still asleep when the job starts finds nothing left
  * and goes back to sleep, so a slow wake-up (50-150 µs on these VMs) costs
- * the caller the futex wake, not the wake-up. After a job a worker spins for
+ * the caller the futex wake, not the wake-up. It spins JOIN_SPIN_NS for the
+ * shares still running, then sleeps on `done` (the helper finishing the last
+ * share wakes it): a helper descheduled by another process on its core can
+ * then be moved to the caller's idle core rather than wait behind a spin. After a job a worker spins for
  * SPIN_NS watching `seq` (a run's next big step usually follows at once),
  * then sleeps on a futex on `seq`; the caller makes the wake system call only
  * when a worker sleeps.
@@ -39,7 +42,8 @@
 #include <unistd.h>
 
 #define MAX_THREADS 256
-#define SPIN_NS 100000 /* how long an idle worker watches for the next job */
+#define SPIN_NS 100000    /* how long an idle worker watches for the next job */
+#define JOIN_SPIN_NS 20000 /* how long a caller spins for its helpers before sleeping */
 
 typedef void (*work_fn)(void *arg, int share);
 
@@ -56,7 +60,8 @@ static struct {
     _Atomic(void *) arg;
     atomic_int n;
     _Atomic uint64_t next;      /* seq << 32 | the next unclaimed share */
-    atomic_int done;            /* finished shares */
+    _Atomic uint32_t done;      /* finished shares; futex word of a caller asleep */
+    atomic_int joiner;          /* the caller sleeps on done (after JOIN_SPIN_NS) */
 } P;
 
 static pthread_mutex_t size_mu = PTHREAD_MUTEX_INITIALIZER; /* guards P.threads */
@@ -100,8 +105,33 @@ static void claim(uint32_t s)
          * cannot change) before we count it done */
         work_fn w = atomic_load_explicit(&P.work, memory_order_relaxed);
         w(atomic_load_explicit(&P.arg, memory_order_relaxed), i);
-        atomic_fetch_add_explicit(&P.done, 1, memory_order_release);
+        uint32_t done = atomic_fetch_add(&P.done, 1) + 1;
+        /* done then joiner, against the caller's joiner then done (both
+         * sequentially consistent): a sleeping caller is always woken */
+        if (done == (uint32_t)atomic_load_explicit(&P.n, memory_order_relaxed) &&
+            atomic_load(&P.joiner))
+            futex_wake(&P.done, 1);
     }
+}
+
+/* The caller's wait for the shares helpers claimed: a short spin (they are
+ * running), then asleep on done, so that a helper descheduled on a busy core
+ * can be moved onto the caller's idle one instead of the caller spinning on
+ * it. */
+static void join(uint32_t n)
+{
+    uint64_t t0 = 0;
+    for (unsigned i = 1; atomic_load_explicit(&P.done, memory_order_acquire) < n; i++) {
+        if (i % 64 == 0) {
+            uint64_t t = now_ns();
+            if (!t0) t0 = t;
+            else if (t - t0 > JOIN_SPIN_NS) break;
+        }
+        cpu_relax();
+    }
+    atomic_store(&P.joiner, 1);
+    for (uint32_t d; (d = atomic_load(&P.done)) < n;) futex_wait(&P.done, d);
+    atomic_store_explicit(&P.joiner, 0, memory_order_relaxed);
 }
 
 /* Waits until seq moves past seen (spinning first, then asleep) and returns it. */
@@ -191,13 +221,9 @@ static bool pool_run(void (*work)(void *arg, int share), void *arg, int n)
     uint32_t s = atomic_load_explicit(&P.seq, memory_order_relaxed) + 1;
     atomic_store_explicit(&P.next, (uint64_t)s << 32, memory_order_release);
     atomic_store(&P.seq, s);
-    if (atomic_load(&P.sleepers) > 0) futex_wake(&P.seq, INT_MAX);
+    if (atomic_load(&P.sleepers) > 0) futex_wake(&P.seq, n - 1); /* helpers enough for n shares */
     claim(s);
-    /* the shares left are running on workers: wait for them */
-    for (unsigned i = 1; atomic_load_explicit(&P.done, memory_order_acquire) < n; i++) {
-        if (i % 1024 == 0) sched_yield(); /* a worker was descheduled */
-        else cpu_relax();
-    }
+    join((uint32_t)n); /* the shares left are running on workers */
     atomic_store_explicit(&P.busy, 0, memory_order_release);
     return true;
 }
