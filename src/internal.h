@@ -96,6 +96,9 @@ void oly__bufpool_trim(size_t keep);
 /* Tests: replaces the bound (bytes; -1: read the environment again) and
  * trims to it; the cache's bytes and blocks, mappings made and cache hits. */
 void oly__bufpool_set_limit(long long bytes);
+/* Tests: how long a block may stay cached before the next allocation or
+ * release of a big block unmaps it (ns; -1: the default, 10 s). */
+void oly__bufpool_set_idle(long long ns);
 void oly__bufpool_stats(size_t *bytes, int *blocks, long long *maps, long long *hits);
 
 /* ---------------------------------------------------------------- arena */

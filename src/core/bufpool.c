@@ -13,7 +13,9 @@
  * freed. The cache is bounded (OLYMPUS_BUFFER_POOL_BYTES, default an eighth
  * of physical memory and at most 2 GiB; 0 caches nothing): a block that would
  * overflow it evicts the least recently cached ones, or is unmapped itself
- * when it is larger than the bound. CPU devices share the host's memory, so
+ * when it is larger than the bound; a block left in the cache for 10 s is
+ * unmapped by the next allocation or release of a big block (so memory a
+ * finished phase of work used goes back once work goes on). CPU devices share the host's memory, so
  * one cache serves them all. Sizes are rounded up to classes (multiples of an
  * eighth of the size's power of two: at most 12.5% slack) and a request takes
  * a cached block of exactly its class. Each handout starts the data at another
@@ -24,6 +26,7 @@
 
 #include <pthread.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -39,11 +42,13 @@
 #define HUGE_PAGE ((size_t)2 << 20)
 #define MAX_CACHED 64                  /* blocks the cache holds at most */
 #define DEFAULT_CAP ((size_t)2 << 30)  /* the default bound's ceiling */
+#define IDLE_NS 10000000000LL          /* 10 s: a cached block unused that long goes */
 
 typedef struct cached {
     void *p;                    /* owned mapping of `size` bytes */
     size_t size;                /* the size class */
     uint64_t tick;              /* when it was cached: least recent is evicted first */
+    uint64_t at_ns;             /* the same, in CLOCK_MONOTONIC_COARSE ns (idle trim) */
 } cached;
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -53,6 +58,7 @@ static size_t cached_bytes;      /* under mu */
 static uint64_t tick;            /* under mu */
 static long long n_maps, n_hits; /* under mu: mappings made, requests served from the cache */
 static _Atomic long long limit = -1; /* the bound; -1: not read yet */
+static _Atomic long long idle_ns = IDLE_NS; /* a block cached longer is unmapped */
 
 size_t oly__bufpool_class(size_t n)
 {
@@ -153,6 +159,35 @@ static void *coloured(char *base)
     return base + (size_t)(c * 17 % COLOURS) * ALIGN;
 }
 
+static uint64_t coarse_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* Under mu: moves the blocks cached for longer than idle_ns to out (which has
+ * room for every cached block) and returns how many there now are. */
+static int take_idle(cached *out, int n_out, uint64_t now)
+{
+    uint64_t idle = (uint64_t)atomic_load_explicit(&idle_ns, memory_order_relaxed);
+    for (int i = 0; i < n_cached;) {
+        if (now > cache[i].at_ns && now - cache[i].at_ns > idle) { /* now was read unlocked */
+            out[n_out++] = cache[i];
+            cached_bytes -= cache[i].size;
+            cache[i] = cache[--n_cached];
+        } else {
+            i++;
+        }
+    }
+    return n_out;
+}
+
+void oly__bufpool_set_idle(long long ns)
+{
+    atomic_store(&idle_ns, ns < 0 ? IDLE_NS : ns);
+}
+
 void *oly__bufpool_alloc(size_t n)
 {
     size_t size = oly__bufpool_class(n);
@@ -166,7 +201,10 @@ void *oly__bufpool_alloc(size_t n)
         return NULL;
     }
     void *p = NULL;
+    cached evicted[MAX_CACHED];
+    uint64_t now = coarse_ns();
     pthread_mutex_lock(&mu);
+    int n_evicted = take_idle(evicted, 0, now);
     int best = -1;
     for (int i = 0; i < n_cached; i++) /* the most recently cached block: warmest */
         if (cache[i].size == size && (best < 0 || cache[i].tick > cache[best].tick)) best = i;
@@ -179,6 +217,7 @@ void *oly__bufpool_alloc(size_t n)
         n_maps++;
     }
     pthread_mutex_unlock(&mu);
+    for (int i = 0; i < n_evicted; i++) unmap_block(evicted[i].p, evicted[i].size);
     if (p) {
         UNPOISON(p, size + page_size());
         return coloured(p);
@@ -205,9 +244,10 @@ void oly__bufpool_free(void *p, size_t n)
         return;
     }
     cached evicted[MAX_CACHED];
-    int n_evicted = 0;
     POISON(p, size + page_size());
+    uint64_t now = coarse_ns();
     pthread_mutex_lock(&mu);
+    int n_evicted = take_idle(evicted, 0, now);
     while (n_cached > 0 && (n_cached == MAX_CACHED || cached_bytes + size > cap)) {
         int old = 0;
         for (int i = 1; i < n_cached; i++)
@@ -216,7 +256,7 @@ void oly__bufpool_free(void *p, size_t n)
         cached_bytes -= cache[old].size;
         cache[old] = cache[--n_cached];
     }
-    cache[n_cached++] = (cached){p, size, ++tick};
+    cache[n_cached++] = (cached){p, size, ++tick, now};
     cached_bytes += size;
     pthread_mutex_unlock(&mu);
     for (int i = 0; i < n_evicted; i++) unmap_block(evicted[i].p, evicted[i].size);

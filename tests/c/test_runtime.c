@@ -7,6 +7,7 @@
 #include "rt/rt.h"
 
 #include <pthread.h>
+#include <time.h>
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -150,6 +151,32 @@ TEST(bufpool_bound_evicts_oldest)
     oly__bufpool_free(f, n);
     oly__bufpool_stats(NULL, &blocks, NULL, NULL);
     CHECK_EQ(blocks, 0);
+    oly__bufpool_set_limit(-1);
+}
+
+/* A block left cached past the idle time goes at the next big-block call. */
+TEST(bufpool_idle_blocks_are_unmapped)
+{
+    oly__bufpool_set_limit(64 << 20);
+    oly__bufpool_trim(0);
+    size_t n = (size_t)2 << 20;
+    void *a = oly__bufpool_alloc(n), *b = oly__bufpool_alloc(2 * n);
+    oly__bufpool_free(a, n);
+    int blocks;
+    oly__bufpool_stats(NULL, &blocks, NULL, NULL);
+    CHECK_EQ(blocks, 1);
+    oly__bufpool_set_idle(0);
+    struct timespec t = {0, 30 * 1000 * 1000}; /* past the coarse clock's tick */
+    nanosleep(&t, NULL);
+    oly__bufpool_free(b, 2 * n); /* a is unmapped; b is cached */
+    oly__bufpool_stats(NULL, &blocks, NULL, NULL);
+    CHECK_EQ(blocks, 1);
+    oly__bufpool_set_idle(-1);
+    void *c = oly__bufpool_alloc(2 * n); /* b again */
+    oly__bufpool_stats(NULL, &blocks, NULL, NULL);
+    CHECK_EQ(blocks, 0);
+    oly__bufpool_free(c, 2 * n);
+    oly__bufpool_trim(0);
     oly__bufpool_set_limit(-1);
 }
 
