@@ -451,8 +451,11 @@ typedef struct oly_cpu_kernel {
     /* fn partitions its work by ctx->ith / ctx->nth for any nth: the shares
      * write disjoint parts of the outputs, read only what no share writes
      * (in place: their own part), run no host code and no nested program,
-     * and one share's failure leaves the others harmless. The executor may
-     * then run a big step as shares on several threads (src/exec/run.c). */
+     * and one share's failure leaves the others harmless; an element's value
+     * does not depend on where the share boundaries fall (a vector loop pads
+     * its tail rather than finishing it with another function), so results
+     * are the same bytes for every thread count. The executor may then run a
+     * big step as shares on several threads (src/exec/run.c). */
     bool splits;
 } oly_cpu_kernel;
 
