@@ -7,6 +7,7 @@
 
 oly_status oly_bench_ffi_affine(void *user, oly_callback_frame *frame);
 float oly_bench_ffi_floor(float x, int64_t calls);
+float oly_bench_scalar_loop(float x, int64_t n);
 
 __attribute__((noinline)) static void affine_raw(const float *in, float *out, int64_t n)
 {
@@ -34,4 +35,13 @@ float oly_bench_ffi_floor(float x, int64_t calls)
         a = b;
     }
     return a;
+}
+
+/* The fori-scalar rows' loop as compiled C (-O2, no -ffast-math: no FMA
+ * contraction, as Numba compiles it without fastmath): x = x * 0.999 + 1, n
+ * times. What Numba's @njit loop runs, for machines without Numba. */
+float oly_bench_scalar_loop(float x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) x = x * 0.999f + 1.0f;
+    return x;
 }

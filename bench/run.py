@@ -125,6 +125,8 @@ def build_ffi_kernel():
     lib = ctypes.CDLL(out)
     lib.oly_bench_ffi_floor.restype = ctypes.c_float
     lib.oly_bench_ffi_floor.argtypes = [ctypes.c_float, ctypes.c_int64]
+    lib.oly_bench_scalar_loop.restype = ctypes.c_float
+    lib.oly_bench_scalar_loop.argtypes = [ctypes.c_float, ctypes.c_int64]
     return lib
 
 
@@ -949,6 +951,89 @@ def c_chain32_floor():
         fl.chain32(X1M, out, A32, B32)
         return out.copy()
     return Side(run, result=result)
+def _xy10m():
+    """The chain's operands at 10M elements (made on first use: 80 MB)."""
+    def make():
+        g = np.random.default_rng(1)
+        return (g.standard_normal(10 ** 7).astype(np.float32),
+                g.standard_normal(10 ** 7).astype(np.float32))
+    return lazy("xy10m", make)
+
+
+def chain_10m(side):
+    """The chain row at 10M f32: olympus (side "oly") or NumPy. Big buffers:
+    what the buffer pool and the thread pool are for."""
+    def prepare():
+        x, y = _xy10m()
+        if side == "oly":
+            return oly_jit_side(lambda jnp: (lambda a, b: jnp.sin(a) ** 2 + jnp.cos(a) * b),
+                                x, y)()
+        return numpy_side(_chain_np, x, y)()
+    return prepare
+
+
+N_SCALAR_LOOP = 100_000
+
+
+def oly_fori_scalar():
+    """x = x * 0.999 + 1 for N_SCALAR_LOOP iterations of a lax.fori_loop in one
+    jitted call (f32): what one iteration of a scalar loop costs."""
+    def prepare():
+        olympus, jnp = oly()
+        f = olympus.jit(lambda x: olympus.lax.fori_loop(
+            0, N_SCALAR_LOOP, lambda i, v: v * np.float32(0.999) + np.float32(1), x))
+        x = jnp.asarray(np.float32(0.5))
+        _block(f(x))
+
+        def run(n):
+            for _ in range(n):
+                _block(f(x))
+        return Side(run, ops_per_unit=N_SCALAR_LOOP, result=lambda: np.asarray(f(x)),
+                    note=f"fori_loop of {N_SCALAR_LOOP} in 1 jit call")
+    return prepare
+
+
+def _py_scalar_loop(x, n):
+    for _ in range(n):
+        x = x * 0.999 + 1.0
+    return x
+
+
+def python_fori_scalar():
+    """The same loop in CPython (floats: the interpreter's cheapest form)."""
+    def prepare():
+        m = 10_000
+        return Side(lambda n: _py_scalar_loop(0.5, n * m), ops_per_unit=m,
+                    result=lambda: np.float32(_py_scalar_loop(0.5, N_SCALAR_LOOP)))
+    return prepare
+
+
+def c_fori_scalar():
+    """The same loop compiled from C (-O2, no fast-math): the machine code a
+    Numba @njit loop runs, measurable where Numba is not installed."""
+    def prepare():
+        lib = lazy("ffi_kernel", build_ffi_kernel)
+        f = lib.oly_bench_scalar_loop
+        return Side(lambda n: f(0.5, n * N_SCALAR_LOOP), ops_per_unit=N_SCALAR_LOOP,
+                    result=lambda: np.float32(f(0.5, N_SCALAR_LOOP)))
+    return prepare
+
+
+def numba_fori_scalar():
+    """The same loop under Numba @njit on float32."""
+    def prepare():
+        numba = numba_mod()
+
+        @numba.njit(cache=False)
+        def loop(x, n):
+            for _ in range(n):
+                x = x * np.float32(0.999) + np.float32(1)
+            return x
+        x = np.float32(0.5)
+        loop(x, 10)
+        return Side(lambda n: loop(x, n * N_SCALAR_LOOP), ops_per_unit=N_SCALAR_LOOP,
+                    result=lambda: loop(x, N_SCALAR_LOOP))
+    return prepare
 
 
 IDX = _rng.integers(0, 1 << 20, size=1 << 18).astype(np.int32)
@@ -1036,6 +1121,14 @@ def make_rows(args):
                     "C call via fn pointer", ffi_floor(K_CHAIN), 3.0, "<=3x fn ptr", rtol=1e-6))
     rows.append(Row("ffi-loop-jnp", "3", "no call: w*0.5+1 (fori_loop)", oly_fori_jnp(),
                     "C call via fn pointer", ffi_floor(N_FORI), rtol=1e-6))
+    rows.append(Row("fori-scalar-numba", "3", "fori_loop x*0.999+1 f32[], per iteration",
+                    oly_fori_scalar(), "Numba @njit loop", numba_fori_scalar(), 3.0,
+                    "<=3x Numba", rtol=1e-4))
+    rows.append(Row("fori-scalar-c", "3", "fori_loop x*0.999+1 f32[], per iteration",
+                    oly_fori_scalar(), "C loop (Numba's code)", c_fori_scalar(), 3.0,
+                    "<=3x C loop", rtol=1e-4))
+    rows.append(Row("fori-scalar-python", "3", "fori_loop x*0.999+1 f32[], per iteration",
+                    oly_fori_scalar(), "CPython loop", python_fori_scalar(), rtol=1e-3))
     # 4: dispatch
     rows.append(Row("dispatch-numba", "4", "cached jit dispatch", oly_jit_dispatch,
                     "Numba @njit call", numba_dispatch, 2.0, "<=2x Numba", rtol=1e-6))
@@ -1065,6 +1158,8 @@ def make_rows(args):
     rows.append(Row("grad-sincos-numpy", "5", "grad(sum(sin(x)*cos(x))) f32[1M]",
                     oly_jit_side(_sincos_grad_oly, X1M), "NumPy by hand",
                     numpy_side(_sincos_grad_np, X1M), 1.2, "<=1.2x NumPy", rtol=1e-5))
+    rows.append(Row("chain-numpy-10M", "5", "sin(x)**2+cos(x)*y f32[10M]", chain_10m("oly"),
+                    "NumPy", chain_10m("numpy"), 1.0, ">=NumPy speed", rtol=1e-4))
     rows.append(Row("sum-numpy", "5", "sum f32[1M]", oly_jit_side(lambda jnp: jnp.sum, X1M),
                     "NumPy", numpy_side(np.sum, X1M), rtol=1e-3))
     # reductions over axis 0 (rows accumulated into the output vector)

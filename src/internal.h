@@ -76,6 +76,30 @@ char *oly__strdup(const char *s);
 /* n bytes aligned to align (a power of two); the size is rounded up to a
  * multiple of align. Freed with free(). */
 void *oly__aligned_alloc(size_t align, size_t n);
+/* Whether fault injection fails this allocation (counts it down like the
+ * functions above; for allocators outside alloc.c). */
+bool oly__fault_injected(void);
+
+/* Data blocks (src/core/bufpool.c): 64-byte aligned, n bytes rounded up to a
+ * size class. From OLY_BUFPOOL_MIN bytes up a block is its own mapping, and
+ * oly__bufpool_free caches it for the next request of its class (bounded by
+ * OLYMPUS_BUFFER_POOL_BYTES), so steady runs map nothing and fault nothing.
+ * _free takes the n given to _alloc (NULL is fine). Thread-safe. */
+#define OLY_BUFPOOL_MIN ((size_t)1 << 20)
+void *oly__bufpool_alloc(size_t n);
+void oly__bufpool_free(void *p, size_t n);
+/* The bytes a block of n bytes really has (its class); 0 on overflow. */
+size_t oly__bufpool_class(size_t n);
+/* Unmaps cached blocks, least recently cached first, until at most keep
+ * bytes stay cached. */
+void oly__bufpool_trim(size_t keep);
+/* Tests: replaces the bound (bytes; -1: read the environment again) and
+ * trims to it; the cache's bytes and blocks, mappings made and cache hits. */
+void oly__bufpool_set_limit(long long bytes);
+/* Tests: how long a block may stay cached before the next allocation or
+ * release of a big block unmaps it (ns; -1: the default, 10 s). */
+void oly__bufpool_set_idle(long long ns);
+void oly__bufpool_stats(size_t *bytes, int *blocks, long long *maps, long long *hits);
 
 /* ---------------------------------------------------------------- arena */
 
@@ -251,10 +275,16 @@ typedef struct oly_exec_ops {
     oly_status (*prepare)(const oly_run *parent, oly_program *p, int device, oly_exec_prep *out);
     oly_status (*prepared_run)(const oly_exec_prep *pr, const void *const *in, void *const *out);
     void (*prepared_done)(oly_exec_prep *pr);
+    /* The prepared program as one-element ops on registers (when every
+     * equation is one, and its inputs and outputs hold one element each), or
+     * NULL. Borrowed: lives as long as the program. A loop may run it itself
+     * instead of prepared_run; both give the same values. */
+    const struct oly_scalar_prog *(*scalar)(const oly_exec_prep *pr);
 } oly_exec_ops;
 
 /* What a CPU kernel sees: dense C-order buffers. ith/nth split the work
- * between threads (nth == 1 today). Literal inputs arrive as 0-d buffers. */
+ * into shares (0 <= ith < nth); only kernels marked `splits` ever see
+ * nth > 1 from the executor. Literal inputs arrive as 0-d buffers. */
 typedef struct oly_kernel_ctx {
     const oly_eqn *eqn;
     const void *params;
@@ -425,6 +455,15 @@ typedef struct oly_cpu_kernel {
      * no other operand of it, and is the run's own (not a program input,
      * constant or literal); fn sees in == out then, and copies otherwise. */
     int (*alias_input)(const void *params, int out);
+    /* fn partitions its work by ctx->ith / ctx->nth for any nth: the shares
+     * write disjoint parts of the outputs, read only what no share writes
+     * (in place: their own part), run no host code and no nested program,
+     * and one share's failure leaves the others harmless; an element's value
+     * does not depend on where the share boundaries fall (a vector loop pads
+     * its tail rather than finishing it with another function), so results
+     * are the same bytes for every thread count. The executor may then run a
+     * big step as shares on several threads (src/exec/run.c). */
+    bool splits;
 } oly_cpu_kernel;
 
 /* p's CPU kernel: from src/cpu's table for rows of prims.def, else what
@@ -440,6 +479,95 @@ int oly__prim_id(const oly_prim *p);
  * replaces its kernel. Fails (INVALID) for a prims.def row or when the small
  * fixed table (64 rows) is full. Thread-safe. */
 oly_status oly__cpu_register(const oly_prim *p, const oly_cpu_kernel *k);
+
+/* One-element steps without a kernel call (src/cpu/scalar.c). A register is
+ * 8 bytes holding one element of a dtype of at most 8 bytes (not complex) at
+ * offset 0; an op reads registers a, b, c (as many as its row takes) and
+ * writes out. Semantics are the kernels', op for op. */
+typedef union oly_sreg {
+    float f32;
+    double f64;
+    int32_t i32;
+    int64_t i64;
+    uint32_t u32;
+    uint64_t u64;
+    uint8_t b;
+} oly_sreg;
+
+typedef struct oly_sop {
+    uint16_t code;              /* oly__cpu_scalar_code's; never 0 */
+    uint16_t a, b, c, out;      /* registers */
+    uint8_t size_in[3];         /* operand bytes (0 past the row's arity) */
+    uint8_t size_out;
+    uint8_t din, dout;          /* oly_dtype of operand 0 and of the result */
+} oly_sop;
+
+/* Loads / stores one element of n bytes (1, 2, 4 or 8); the rest of the
+ * register is zero after a load. */
+static inline void oly__sreg_load(oly_sreg *r, const void *p, size_t n)
+{
+    r->u64 = 0;
+    switch (n) {
+    case 1: memcpy(r, p, 1); break;
+    case 2: memcpy(r, p, 2); break;
+    case 4: memcpy(r, p, 4); break;
+    default: memcpy(r, p, 8); break;
+    }
+}
+static inline void oly__sreg_store(void *p, const oly_sreg *r, size_t n)
+{
+    switch (n) {
+    case 1: memcpy(p, r, 1); break;
+    case 2: memcpy(p, r, 2); break;
+    case 4: memcpy(p, r, 4); break;
+    default: memcpy(p, r, 8); break;
+    }
+}
+/* The code of e when it can run as a one-element op (every operand and its
+ * one output hold one element, a dtype and row the table covers), else 0.
+ * in / out: its operand and output avals. A compile-time lookup. */
+int oly__cpu_scalar_code(const oly_eqn *e, const oly_aval *in, const oly_aval *out);
+/* Fills op for code on operands of avals in (n_in of them) into out, with
+ * registers a, b, c, o. */
+void oly__cpu_scalar_op(int code, const oly_aval *in, int n_in, const oly_aval *out, int a, int b,
+                        int c, int o, oly_sop *op);
+/* Runs ops[0..n) in order on the register file r. Never fails. */
+void oly__cpu_scalar_run(const oly_sop *ops, int n, oly_sreg *r);
+/* Runs one op made with registers 0, 1, 2 -> 3 on the elements at in[] into
+ * out[0]. Never fails. */
+void oly__cpu_scalar_step(const oly_sop *op, const void *const *in, void *const *out);
+
+/* A program made only of one-element ops, its values in registers: what a
+ * loop runs per iteration without the executor (src/cpu/loop.c). Built by
+ * the executor (src/exec/compile.c); registers are the executable's value
+ * slots, init holds the constants and literals (written by no op). */
+typedef struct oly_scalar_prog {
+    int n_ops;
+    const oly_sop *ops;
+    int n_regs;
+    const oly_sreg *init;       /* n_regs */
+    int n_in, n_out;
+    const uint16_t *in_reg;     /* n_in: the register input i is loaded into */
+    const uint16_t *out_reg;    /* n_out: the register output k is read from */
+    const uint8_t *in_size;     /* n_in: bytes of input i */
+    const uint8_t *out_size;    /* n_out: bytes of output k */
+} oly_scalar_prog;
+
+/* A scan or while loop on registers (src/cpu/scalar.c): body (and cond, for
+ * a while; NULL for a scan) with body_consts / cond_consts constant inputs
+ * before their nc carries. _load takes the constants and the initial carries,
+ * _run runs at most max_iter iterations (a while stops when cond is false),
+ * _store writes the carries. _new fails only for lack of memory; _free
+ * accepts NULL. */
+typedef struct oly_scalar_loop oly_scalar_loop;
+oly_status oly__cpu_scalar_loop_new(const oly_scalar_prog *body, int body_consts,
+                                    const oly_scalar_prog *cond, int cond_consts, int nc,
+                                    oly_scalar_loop **out);
+void oly__cpu_scalar_loop_free(oly_scalar_loop *L);
+void oly__cpu_scalar_loop_load(oly_scalar_loop *L, const void *const *body_consts,
+                               const void *const *cond_consts, const void *const *carries);
+void oly__cpu_scalar_loop_run(oly_scalar_loop *L, int64_t max_iter);
+void oly__cpu_scalar_loop_store(const oly_scalar_loop *L, void *const *carries);
 
 /* ---------------------------------------------------------------- devices */
 

@@ -37,6 +37,8 @@ static bool inject_fail(void)
     return false;
 }
 
+bool oly__fault_injected(void) { return inject_fail(); }
+
 void *oly__malloc(size_t n)
 {
     void *p = inject_fail() ? NULL : malloc(n ? n : 1);

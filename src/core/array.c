@@ -45,7 +45,8 @@ static size_t data_cap(size_t nbytes)
     return cap == 0 ? DATA_ALIGN : cap;
 }
 
-/* A buffer owning nbytes of fresh aligned memory (zeroed when zero is set). */
+/* A buffer owning nbytes of aligned memory (zeroed when zero is set) from the
+ * buffer pool: a big block may be one another array released. */
 static oly_buffer *buffer_alloc(size_t nbytes, bool zero)
 {
     size_t cap = data_cap(nbytes);
@@ -55,7 +56,7 @@ static oly_buffer *buffer_alloc(size_t nbytes, bool zero)
     }
     oly_buffer *b = oly__malloc(sizeof *b);
     if (!b) return NULL;
-    b->data = oly__aligned_alloc(DATA_ALIGN, cap);
+    b->data = oly__bufpool_alloc(cap); /* big blocks are recycled (bufpool.c) */
     if (!b->data) {
         free(b);
         oly__error(OLY_ERR_NOMEM, "out of memory allocating an array of %zu bytes", nbytes);
@@ -82,7 +83,7 @@ static void buffer_release(oly_buffer *b)
         return;
     }
     if (b->release) b->release(b->owner);
-    else free(b->data);
+    else oly__bufpool_free(b->data, data_cap(b->nbytes));
     free(b);
 }
 

@@ -566,7 +566,7 @@ static oly_status unary_kernel(const char *name, const unary_fn *fn, const oly_k
     {                                                                                     \
         return unary_kernel(#op, op##_fns, c);                                            \
     }                                                                                     \
-    const oly_cpu_kernel oly__cpu_##op = {.fn = op##_kernel, .inplace_ok = INPLACE};
+    const oly_cpu_kernel oly__cpu_##op = {.fn = op##_kernel, .inplace_ok = INPLACE, .splits = true};
 
 /* Float transcendental with complex support: one line per op (VN: the vector
  * functions v_VN_*). */
@@ -824,7 +824,7 @@ static oly_status binary_kernel(const char *name, const binary_fn *fn, const oly
     {                                                                                     \
         return binary_kernel(#op, op##_fns, c);                                           \
     }                                                                                     \
-    const oly_cpu_kernel oly__cpu_##op = {.fn = op##_kernel, .inplace_ok = INPLACE};
+    const oly_cpu_kernel oly__cpu_##op = {.fn = op##_kernel, .inplace_ok = INPLACE, .splits = true};
 
 /* ---------------------------------------------------------------- binary: arithmetic */
 
@@ -1083,5 +1083,5 @@ static oly_status select_n_kernel(const oly_kernel_ctx *c)
 
 /* The entries not generated with their loops (src/cpu/table.c collects every
  * oly__cpu_<name>). */
-const oly_cpu_kernel oly__cpu_convert_element_type = {.fn = convert_kernel};
-const oly_cpu_kernel oly__cpu_select_n = {.fn = select_n_kernel};
+const oly_cpu_kernel oly__cpu_convert_element_type = {.fn = convert_kernel, .splits = true};
+const oly_cpu_kernel oly__cpu_select_n = {.fn = select_n_kernel, .splits = true};

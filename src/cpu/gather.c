@@ -420,7 +420,7 @@ static int operand_alias(const void *params, int out)
     return out == 0 ? 0 : -1;
 }
 
-const oly_cpu_kernel oly__cpu_gather = {.fn = gather_kernel};
+const oly_cpu_kernel oly__cpu_gather = {.fn = gather_kernel, .splits = true};
 const oly_cpu_kernel oly__cpu_scatter = {.fn = scatter_kernel, .alias_input = operand_alias};
 const oly_cpu_kernel oly__cpu_scatter_add = {.fn = scatter_add_kernel, .alias_input = operand_alias};
 const oly_cpu_kernel oly__cpu_scatter_mul = {.fn = scatter_mul_kernel, .alias_input = operand_alias};

@@ -1,7 +1,8 @@
 /* loop.c — the kernels of while and scan: they prepare their nested
  * programs once through the executor's ops (ctx->exec) and run them per
  * iteration; loop carries are double-buffered, scan slices xs and writes ys by
- * byte offsets. */
+ * byte offsets. Bodies made only of one-element ops run on registers here,
+ * without a run of the executor per iteration (register loops). */
 #include "cpu/cpu.h"
 
 /* Two sets of carry buffers in one block; a[k], b[k] point into it. */
@@ -34,6 +35,42 @@ static void carries_free(carries *c)
     free(c->b);
 }
 
+/* ---------------------------------------------------------------- register loops */
+
+/* A loop whose programs are register programs (ctx->exec->scalar: one-element
+ * ops only, every operand one element) runs on one register file here,
+ * without a run of the executor per iteration (src/cpu/scalar.c: the carries
+ * alternate between two register sets, so nothing is copied per iteration).
+ * The values are those prepared_run gives. */
+
+/* scan with no xs and no ys, its body a register program. */
+static oly_status scan_registers(const oly_kernel_ctx *ctx, const oly_scalar_prog *sp, int nk,
+                                 int nc, int64_t len)
+{
+    oly_scalar_loop *L;
+    OLY_TRY(oly__cpu_scalar_loop_new(sp, nk, NULL, 0, nc, &L));
+    oly__cpu_scalar_loop_load(L, ctx->in, NULL, ctx->in + nk);
+    oly__cpu_scalar_loop_run(L, len);
+    oly__cpu_scalar_loop_store(L, ctx->out);
+    oly__cpu_scalar_loop_free(L);
+    return OLY_OK;
+}
+
+/* while with both programs register programs. */
+static oly_status while_registers(const oly_kernel_ctx *ctx, const oly_scalar_prog *cs,
+                                  const oly_scalar_prog *bs, int cn, int bn, int nc)
+{
+    oly_scalar_loop *L;
+    OLY_TRY(oly__cpu_scalar_loop_new(bs, bn, cs, cn, nc, &L));
+    oly__cpu_scalar_loop_load(L, ctx->in + cn, ctx->in, ctx->in + cn + bn);
+    oly__cpu_scalar_loop_run(L, INT64_MAX);
+    oly__cpu_scalar_loop_store(L, ctx->out);
+    oly__cpu_scalar_loop_free(L);
+    return OLY_OK;
+}
+
+/* ---------------------------------------------------------------- executor loops */
+
 /* Loops resolve each nested program's executable and take its run state once
  * (ctx->exec->prepare), then run it per iteration with prebuilt pointer
  * tables: one per parity, so the double-buffered carries swap by switching
@@ -54,6 +91,11 @@ static oly_status while_kernel(const oly_kernel_ctx *ctx)
     if (s != OLY_OK) goto done;
     if ((s = ctx->exec->prepare(ctx->run, cp, dev, &cprep)) != OLY_OK) goto done;
     if ((s = ctx->exec->prepare(ctx->run, bp, dev, &bprep)) != OLY_OK) goto done;
+    const oly_scalar_prog *cs = ctx->exec->scalar(&cprep), *bs = ctx->exec->scalar(&bprep);
+    if (cs && bs) {
+        s = while_registers(ctx, cs, bs, cn, bn, nc);
+        goto done;
+    }
     const void **cin[2] = {tab, tab + nci}, **bin[2] = {tab + 2 * nci, tab + 2 * nci + nbi};
     void **bout[2] = {c.b, c.a};
     for (int par = 0; par < 2; par++) {
@@ -103,6 +145,11 @@ static oly_status scan_kernel(const oly_kernel_ctx *ctx)
     oly_status s = intab && outtab && xb && yb ? carries_new(&c, nc, ctx->out_aval) : OLY_ERR_NOMEM;
     if (s != OLY_OK) goto done;
     if (len > 0 && (s = ctx->exec->prepare(ctx->run, bp, dev, &prep)) != OLY_OK) goto done;
+    const oly_scalar_prog *sp = len > 0 && nx == 0 && ny == 0 ? ctx->exec->scalar(&prep) : NULL;
+    if (sp) {
+        s = scan_registers(ctx, sp, nk, nc, len);
+        goto done;
+    }
     for (int j = 0; j < nx && len > 0; j++)
         xb[j] = oly_aval_nbytes(&ctx->in_aval[nk + nc + j]) / (size_t)len;
     for (int j = 0; j < ny && len > 0; j++)

@@ -233,4 +233,5 @@ static oly_status threefry_kernel(const oly_kernel_ctx *c)
 }
 
 /* Output 0 may take input 0's buffer: lanes are loaded before they are stored. */
-const oly_cpu_kernel oly__cpu_threefry2x32 = {.fn = threefry_kernel, .inplace_ok = true};
+const oly_cpu_kernel oly__cpu_threefry2x32 = {.fn = threefry_kernel, .inplace_ok = true,
+                                              .splits = true};

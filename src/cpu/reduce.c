@@ -822,7 +822,7 @@ static oly_status argmin_kernel(const oly_kernel_ctx *ctx) { return argminmax_ke
     const oly_cpu_kernel oly__cpu_##NAME = {.fn = NAME##_kernel};
 #define CUM_KERNEL(NAME, OP)                                                              \
     static oly_status NAME##_kernel(const oly_kernel_ctx *ctx) { return cum_kernel(ctx, OP); } \
-    const oly_cpu_kernel oly__cpu_##NAME = {.fn = NAME##_kernel};
+    const oly_cpu_kernel oly__cpu_##NAME = {.fn = NAME##_kernel, .splits = true};
 
 REDUCE_KERNEL(reduce_sum, OLY_REDUCE_SUM)
 REDUCE_KERNEL(reduce_prod, OLY_REDUCE_PROD)
@@ -834,5 +834,5 @@ CUM_KERNEL(cumsum, OLY_REDUCE_SUM)
 CUM_KERNEL(cumprod, OLY_REDUCE_PROD)
 CUM_KERNEL(cummax, OLY_REDUCE_MAX)
 CUM_KERNEL(cummin, OLY_REDUCE_MIN)
-const oly_cpu_kernel oly__cpu_argmax = {.fn = argmax_kernel};
-const oly_cpu_kernel oly__cpu_argmin = {.fn = argmin_kernel};
+const oly_cpu_kernel oly__cpu_argmax = {.fn = argmax_kernel, .splits = true};
+const oly_cpu_kernel oly__cpu_argmin = {.fn = argmin_kernel, .splits = true};

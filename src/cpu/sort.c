@@ -447,5 +447,5 @@ static oly_status top_k_kernel(const oly_kernel_ctx *ctx)
     return OLY_OK;
 }
 
-const oly_cpu_kernel oly__cpu_sort = {.fn = sort_kernel};
-const oly_cpu_kernel oly__cpu_top_k = {.fn = top_k_kernel};
+const oly_cpu_kernel oly__cpu_sort = {.fn = sort_kernel, .splits = true};
+const oly_cpu_kernel oly__cpu_top_k = {.fn = top_k_kernel, .splits = true};

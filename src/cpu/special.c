@@ -585,11 +585,11 @@ static oly_status binary_kernel(const bin_op *op, const oly_kernel_ctx *c)
 #define UNARY_KERNEL(op, F, D)                                                            \
     static const un_op op##_op = {#op, F, D};                                             \
     static oly_status op##_kernel(const oly_kernel_ctx *c) { return unary_kernel(&op##_op, c); } \
-    const oly_cpu_kernel oly__cpu_##op = {.fn = op##_kernel, .inplace_ok = true};
+    const oly_cpu_kernel oly__cpu_##op = {.fn = op##_kernel, .inplace_ok = true, .splits = true};
 #define BINARY_KERNEL(op, F, D)                                                           \
     static const bin_op op##_op = {#op, F, D};                                            \
     static oly_status op##_kernel(const oly_kernel_ctx *c) { return binary_kernel(&op##_op, c); } \
-    const oly_cpu_kernel oly__cpu_##op = {.fn = op##_kernel, .inplace_ok = true};
+    const oly_cpu_kernel oly__cpu_##op = {.fn = op##_kernel, .inplace_ok = true, .splits = true};
 
 UNARY_KERNEL(erf, erf_f, erf_d)
 UNARY_KERNEL(erfc, erfc_f, erfc_d)

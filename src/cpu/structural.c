@@ -431,16 +431,16 @@ static oly_status iota_kernel(const oly_kernel_ctx *ctx)
 }
 
 /* The layout-only rows may write over their dying input (inplace_ok). */
-const oly_cpu_kernel oly__cpu_broadcast_in_dim = {.fn = broadcast_in_dim_kernel};
-const oly_cpu_kernel oly__cpu_reshape = {.fn = kernel_memcpy, .inplace_ok = true};
-const oly_cpu_kernel oly__cpu_transpose = {.fn = transpose_kernel};
-const oly_cpu_kernel oly__cpu_squeeze = {.fn = kernel_memcpy, .inplace_ok = true};
-const oly_cpu_kernel oly__cpu_expand_dims = {.fn = kernel_memcpy, .inplace_ok = true};
-const oly_cpu_kernel oly__cpu_rev = {.fn = rev_kernel};
-const oly_cpu_kernel oly__cpu_slice = {.fn = slice_kernel};
-const oly_cpu_kernel oly__cpu_dynamic_slice = {.fn = dynamic_slice_kernel};
+const oly_cpu_kernel oly__cpu_broadcast_in_dim = {.fn = broadcast_in_dim_kernel, .splits = true};
+const oly_cpu_kernel oly__cpu_reshape = {.fn = kernel_memcpy, .inplace_ok = true, .splits = true};
+const oly_cpu_kernel oly__cpu_transpose = {.fn = transpose_kernel, .splits = true};
+const oly_cpu_kernel oly__cpu_squeeze = {.fn = kernel_memcpy, .inplace_ok = true, .splits = true};
+const oly_cpu_kernel oly__cpu_expand_dims = {.fn = kernel_memcpy, .inplace_ok = true, .splits = true};
+const oly_cpu_kernel oly__cpu_rev = {.fn = rev_kernel, .splits = true};
+const oly_cpu_kernel oly__cpu_slice = {.fn = slice_kernel, .splits = true};
+const oly_cpu_kernel oly__cpu_dynamic_slice = {.fn = dynamic_slice_kernel, .splits = true};
 const oly_cpu_kernel oly__cpu_dynamic_update_slice = {.fn = dynamic_update_slice_kernel};
-const oly_cpu_kernel oly__cpu_concatenate = {.fn = concatenate_kernel};
+const oly_cpu_kernel oly__cpu_concatenate = {.fn = concatenate_kernel, .splits = true};
 const oly_cpu_kernel oly__cpu_pad = {.fn = pad_kernel};
-const oly_cpu_kernel oly__cpu_iota = {.fn = iota_kernel};
-const oly_cpu_kernel oly__cpu_copy = {.fn = kernel_memcpy};
+const oly_cpu_kernel oly__cpu_iota = {.fn = iota_kernel, .splits = true};
+const oly_cpu_kernel oly__cpu_copy = {.fn = kernel_memcpy, .splits = true};

@@ -109,6 +109,23 @@ static oly_status skip_kernel(const oly_kernel_ctx *ctx)
     return OLY_OK;
 }
 
+/* ---------------------------------------------------------------- threads */
+
+/* How much an equation computes, in elements: its outputs', or its largest
+ * input's when that is more (a reduction, a gather's operand is not read in
+ * full, but a cumulative scan's is). What decides splitting (run.c). */
+static int64_t step_work(const oly_eqn *e)
+{
+    int64_t out = 0, in = 0;
+    for (int j = 0; j < e->n_out; j++) out += oly_aval_size(&e->out[j]->aval);
+    for (int j = 0; j < e->n_in; j++)
+        if (e->in[j].kind == OLY_ATOM_VAR) {
+            int64_t n = oly_aval_size(&e->in[j].var->aval);
+            if (n > in) in = n;
+        }
+    return out > in ? out : in;
+}
+
 /* ---------------------------------------------------------------- aliases */
 
 /* The input output j of e may be written over (alias_input), when that input
@@ -136,6 +153,7 @@ void oly__exec_free(void *p)
     if (!exe) return;
     oly__exec_drop_spare(exe);
     oly__exec_rewrite_free(exe->rw);
+    oly__exec_sprog_free(exe->sprog);
     for (int i = 0; i < exe->n_lit; i++) oly_array_release(exe->lit[i]);
     free(exe->lit);
     free(exe->step);
@@ -254,6 +272,8 @@ static oly_status compile(oly_program *p, oly_exe **out)
         s->eqn = e;
         s->kernel = produces_nothing(e, kern[i]) ? skip_kernel : kern[i]->fn;
         s->wants_arrays = kern[i]->wants_arrays;
+        s->work = step_work(e);
+        s->split = kern[i]->splits && s->kernel != skip_kernel && s->work >= OLY_EXEC_SPLIT_MIN;
         s->n_in = e->n_in;
         s->n_out = e->n_out;
         s->in_ref = r;
@@ -372,6 +392,18 @@ static oly_status compile(oly_program *p, oly_exe **out)
     exe->cost_bytes += exe->sum_intermediate_bytes;
 
     exe->n_slots = nv + (uint32_t)exe->n_lit;
+
+    /* One-element steps run as ops, without their kernel (src/cpu/scalar.c);
+     * a program of nothing else becomes a register program (sprog.c). */
+    for (int i = 0; i < exe->n_step; i++) {
+        oly_step *s = &exe->step[i];
+        int code = s->kernel == skip_kernel ? 0
+                                            : oly__cpu_scalar_code(s->eqn, s->in_aval, s->out_aval);
+        if (!code) continue;
+        s->scalar = true;
+        oly__cpu_scalar_op(code, s->in_aval, s->n_in, s->out_aval, 0, 1, 2, 3, &s->sop);
+    }
+    if ((st = oly__exec_sprog_build(exe)) != OLY_OK) goto fail;
 
     /* References whose pointer a run must refresh: inputs and in-place outputs. */
     for (int pass = 0; pass < 2; pass++) {

@@ -15,6 +15,18 @@
  * them between runs (one spare run state); larger ones allocate per run. */
 #define OLY_EXEC_POOL_BYTES ((size_t)4 << 20)
 
+/* A kernel marked `splits` whose step has at least this much work (elements:
+ * its outputs', or its largest input's when larger) runs in shares on the
+ * thread pool; smaller work stays on the calling thread (docs/design.md,
+ * "Threads"). */
+#ifndef OLY_EXEC_SPLIT_MIN /* a build may choose another (bench/split_bench.c measures) */
+#define OLY_EXEC_SPLIT_MIN ((int64_t)1 << 16)
+#endif
+/* Elements per share at least, and shares per thread at most: small shares
+ * bound what the caller waits for when a helper is descheduled mid-share. */
+#define OLY_EXEC_SHARE_MIN ((int64_t)1 << 14)
+#define OLY_EXEC_SHARES_PER_THREAD 16
+
 /* Where a variable lives during a run. */
 typedef enum oly_loc_kind {
     OLY_LOC_INPUT,   /* program input idx */
@@ -37,6 +49,10 @@ typedef struct oly_step {
     const oly_eqn *eqn;         /* borrowed from the program */
     oly_kernel_fn kernel;       /* from src/cpu's table (oly__cpu_kernel) */
     bool wants_arrays;          /* the kernel reads ctx->in_array */
+    bool split;                 /* the kernel splits and work >= OLY_EXEC_SPLIT_MIN */
+    bool scalar;                /* runs as sop (one element everywhere), no kernel call */
+    oly_sop sop;                /* when scalar: registers 0, 1, 2 -> 3 */
+    int64_t work;               /* elements: the outputs', or the largest input's */
     int n_in, n_out;
     int *in_ref;                /* owned by the exe's block */
     int *out_var;               /* var ids */
@@ -123,6 +139,9 @@ struct oly_exe {
     int *patch;                 /* owned: positions in refs naming an input or an
                                  * OLY_LOC_OUT var (their pointers change per run) */
     oly_aval *avals;            /* owned: storage behind the steps' avals */
+    /* Owned (sprog.c), or NULL: the whole program as one-element ops on
+     * registers (the value slots), when it is only that. */
+    oly_scalar_prog *sprog;
 };
 
 /* One execution of a program; nested runs point at their parent. */
@@ -140,6 +159,12 @@ oly_status oly__array_new_uninit(const oly_aval *aval, oly_array **out);
 
 oly_status oly__exec_get(oly_program *p, const oly_exe **out);
 
+/* Builds exe->sprog when every step is scalar and every input, output and
+ * constant holds one element (sprog.c); leaves it NULL otherwise. Fails only
+ * for lack of memory. _free accepts NULL. */
+oly_status oly__exec_sprog_build(oly_exe *exe);
+void oly__exec_sprog_free(oly_scalar_prog *sp);
+
 /* Frees exe's spare run state (run.c); compile.c's oly__exec_free calls it. */
 void oly__exec_drop_spare(oly_exe *exe);
 
@@ -156,6 +181,17 @@ oly_status oly__exec_begin(oly_program *p, int device, oly_array *const *inputs,
                            oly_array **outputs, int n_out, const oly_exe **exe);
 oly_status oly__exec_run_arrays(const oly_exe *exe, int device, oly_array *const *inputs,
                                 oly_array *const *outputs);
+
+/* The thread pool the runtime lends the executor (src/rt/pool.c; exec never
+ * names rt). A parallel-for: run(work, arg, n) calls work(arg, i) once for
+ * every share i in [0, n), on the pool's threads and the calling thread, and
+ * returns true when all have returned; it returns false, having run nothing,
+ * when the pool is busy with another caller's job. work must not run host
+ * code or wait for anything. */
+typedef bool (*oly_exec_pool_fn)(void (*work)(void *arg, int share), void *arg, int n);
+/* Lends run (NULL: none) with its size, the caller included. Thread-safe;
+ * runs already splitting finish with the pool they found. */
+void oly__exec_set_pool(oly_exec_pool_fn run, int threads);
 
 /* The ops kernels run nested programs with (oly_kernel_ctx.exec; run.c). */
 extern const oly_exec_ops oly__exec_ops;

@@ -25,7 +25,9 @@ static _Thread_local int thread_depth;
  * executable finds no spare and uses a state of its own. Only the thread
  * running on a device touches that device's spare (see exec.h). */
 typedef struct run_state {
-    oly_run run;                /* this run; every ctx[i].run points here */
+    oly_run run;                /* this run; every ctx[i].run points here (first member:
+                                   split_kernel finds the state from ctx->run) */
+    const oly_exe *exe;         /* borrowed: the executable this state runs */
     oly_kernel_ctx *ctx;        /* n_step */
     oly_kernel_fn *kern;        /* n_step: each step's kernel */
     void **val;                 /* n_slots: where each var's (or literal's) bytes are */
@@ -33,27 +35,100 @@ typedef struct run_state {
     void **ptr;                 /* n_refs: exe->refs resolved through val */
     oly_array **parr;           /* n_refs: exe->refs resolved through arr */
     oly_array **own;            /* n_own_all: owned references, NULL until allocated */
-    unsigned char *scratch;     /* owned (aligned_alloc); NULL when no scratch */
+    unsigned char *scratch;     /* owned (oly__bufpool_alloc); NULL when no scratch */
+    oly_sreg *regs;             /* exe->sprog's register file (constants and literals
+                                   loaded), or NULL; in the state's allocation */
     int n_missing;              /* entries of own[0, n_own) that are NULL */
     int device;                 /* the device stamped on the held arrays */
     int ctx_device;             /* the device written into every ctx[i].device */
     bool resolved;              /* ptr and parr are valid for every stable slot */
 } run_state;
 
-static void state_free(run_state *rs, int n_own_all)
+static void state_free(const oly_exe *exe, run_state *rs)
 {
     if (!rs) return;
-    for (int i = 0; i < n_own_all; i++) oly_array_release(rs->own[i]);
-    free(rs->scratch);
+    for (int i = 0; i < exe->n_own_all; i++) oly_array_release(rs->own[i]);
+    oly__bufpool_free(rs->scratch, exe->scratch_bytes);
     free(rs);
 }
 
 void oly__exec_drop_spare(oly_exe *exe)
 {
-    for (int d = 0; d < exe->n_spare; d++) state_free(exe->spare[d], exe->n_own_all);
+    for (int d = 0; d < exe->n_spare; d++) state_free(exe, exe->spare[d]);
     free(exe->spare);
     exe->spare = NULL;
     exe->n_spare = 0;
+}
+
+/* ---------------------------------------------------------------- threads */
+
+/* The pool src/rt lends (oly__exec_set_pool); NULL: every kernel runs on the
+ * calling thread. */
+static _Atomic(oly_exec_pool_fn) pool_run;
+static atomic_int pool_threads = 1;
+
+void oly__exec_set_pool(oly_exec_pool_fn run, int threads)
+{
+    atomic_store_explicit(&pool_threads, threads, memory_order_relaxed);
+    atomic_store_explicit(&pool_run, run, memory_order_release);
+}
+
+/* One split kernel call: its context, the real kernel, the share count, and
+ * the first failure of any share (kept off the thread that failed). */
+typedef struct split_job {
+    const oly_kernel_ctx *ctx;
+    oly_kernel_fn fn;
+    int n;
+    atomic_int failed;
+    oly_failure failure;
+} split_job;
+
+static void run_share(void *arg, int share)
+{
+    split_job *j = arg;
+    oly_kernel_ctx c = *j->ctx;
+    c.ith = share;
+    c.nth = j->n;
+    oly__error_forget(); /* a failure's message is this share's, never a stale one */
+    oly_status st = j->fn(&c);
+    if (st == OLY_OK) return;
+    if (!atomic_exchange(&j->failed, 1)) {
+        oly__failure_keep(&j->failure, st);
+    } else { /* one failure is reported; drop this thread's copy of another */
+        oly_failure other = {0};
+        oly__failure_keep(&other, st);
+        oly__failure_clear(&other);
+    }
+}
+
+/* The kernel of a step marked split (compile.c): runs the step's kernel in
+ * shares on the pool, or whole on this thread when there is no pool, the
+ * pool is busy with another caller, or the work makes fewer than two shares.
+ * The failure of any share fails the step once, with that share's message. */
+static oly_status split_kernel(const oly_kernel_ctx *ctx)
+{
+    const struct run_state *rs = (const struct run_state *)(const void *)ctx->run;
+    const oly_step *s = &rs->exe->step[ctx - rs->ctx];
+    oly_exec_pool_fn run = atomic_load_explicit(&pool_run, memory_order_acquire);
+    int threads = atomic_load_explicit(&pool_threads, memory_order_relaxed);
+    int64_t n = s->work / OLY_EXEC_SHARE_MIN;
+    if (n > (int64_t)threads * OLY_EXEC_SHARES_PER_THREAD)
+        n = (int64_t)threads * OLY_EXEC_SHARES_PER_THREAD;
+    if (!run || n < 2) return s->kernel(ctx);
+    split_job j = {.ctx = ctx, .fn = s->kernel, .n = (int)n};
+    atomic_init(&j.failed, 0);
+    if (!run(run_share, &j, j.n)) return s->kernel(ctx);
+    if (!atomic_load(&j.failed)) return OLY_OK;
+    return oly__failure_report(&j.failure);
+}
+
+/* The kernel of a step marked scalar (compile.c): its one-element op, on the
+ * elements its context points at. */
+static oly_status scalar_kernel(const oly_kernel_ctx *ctx)
+{
+    const struct run_state *rs = (const struct run_state *)(const void *)ctx->run;
+    oly__cpu_scalar_step(&rs->exe->step[ctx - rs->ctx].sop, ctx->in, ctx->out);
+    return OLY_OK;
 }
 
 /* A new state with the run-independent slots filled (scratch vars, constants,
@@ -62,22 +137,29 @@ static run_state *state_new(const oly_exe *exe)
 {
     const oly_program *p = exe->prog;
     size_t ns = exe->n_slots, nr = exe->n_refs, no = (size_t)exe->n_own_all;
-    size_t bytes = sizeof(run_state) +
+    size_t nregs = exe->sprog ? (size_t)exe->sprog->n_regs : 0;
+    size_t bytes = sizeof(run_state) + nregs * sizeof(oly_sreg) +
                    (size_t)exe->n_step * (sizeof(oly_kernel_ctx) + sizeof(oly_kernel_fn)) +
                    ns * (sizeof(void *) + sizeof(oly_array *)) +
                    nr * (sizeof(void *) + sizeof(oly_array *)) + no * sizeof(oly_array *);
     run_state *rs = oly__calloc(1, bytes);
     if (!rs) return NULL;
-    rs->ctx = (oly_kernel_ctx *)(rs + 1);
+    if (nregs) { /* first, so the registers are 8-byte aligned */
+        rs->regs = (oly_sreg *)(void *)(rs + 1);
+        memcpy(rs->regs, exe->sprog->init, nregs * sizeof(oly_sreg));
+    }
+    rs->ctx = (oly_kernel_ctx *)(void *)((char *)(rs + 1) + nregs * sizeof(oly_sreg));
     rs->val = (void **)(rs->ctx + exe->n_step);
     rs->arr = (oly_array **)(rs->val + ns);
     rs->ptr = (void **)(rs->arr + ns);
     rs->parr = (oly_array **)(rs->ptr + nr);
     rs->own = (oly_array **)(rs->parr + nr);
     rs->kern = (oly_kernel_fn *)(rs->own + no);
+    rs->exe = exe;
     rs->n_missing = exe->n_own;
     if (exe->scratch_bytes > 0) {
-        rs->scratch = oly__aligned_alloc(OLY_EXEC_ALIGN, exe->scratch_bytes);
+        /* big scratch is recycled across runs (src/core/bufpool.c) */
+        rs->scratch = oly__bufpool_alloc(exe->scratch_bytes);
         if (!rs->scratch) {
             free(rs);
             oly__error(OLY_ERR_NOMEM, "out of memory allocating %zu bytes of scratch",
@@ -102,7 +184,7 @@ static run_state *state_new(const oly_exe *exe)
             uint32_t v = e->out[j]->id;
             if (exe->loc[v].kind == OLY_LOC_SCRATCH) rs->val[v] = rs->scratch + exe->loc[v].off;
         }
-        rs->kern[i] = s->kernel;
+        rs->kern[i] = s->scalar ? scalar_kernel : s->split ? split_kernel : s->kernel;
         rs->ctx[i] = (oly_kernel_ctx){
             .eqn = e,
             .params = e->params,
@@ -154,7 +236,7 @@ static void state_put(const oly_exe *exe, run_state *rs)
 {
     int device = rs->run.device;
     if (exe->pool && !exe->spare[device]) exe->spare[device] = rs;
-    else state_free(rs, exe->n_own_all);
+    else state_free(exe, rs);
 }
 
 static oly_status depth_error(void)
@@ -176,6 +258,17 @@ run_once(run_state *rs, const oly_exe *exe, const void *const *in, oly_array *co
     int device = rs->run.device;
     void **val = rs->val;
     oly_array **arr = rs->arr;
+
+    const oly_scalar_prog *sp = exe->sprog;
+    if (sp) { /* one-element ops only: registers in, ops, registers out */
+        oly_sreg *r = rs->regs;
+        for (int i = 0, n = sp->n_in; i < n; i++)
+            oly__sreg_load(&r[sp->in_reg[i]], in[i], sp->in_size[i]);
+        oly__cpu_scalar_run(sp->ops, sp->n_ops, r);
+        for (int k = 0, n = sp->n_out; k < n; k++)
+            oly__sreg_store(out[k], &r[sp->out_reg[k]], sp->out_size[k]);
+        return OLY_OK;
+    }
 
     /* Per-run slots: inputs, outputs written in place, and the held arrays. */
     for (int i = 0; i < p->n_in; i++) {
@@ -326,11 +419,17 @@ oly_status oly__exec_run_raw(oly_run *run, oly_program *p, int device, const voi
     return oly__exec_run(run, exe, device, in, NULL, out);
 }
 
+static const oly_scalar_prog *prepared_scalar(const oly_exec_prep *pr)
+{
+    return pr->exe ? pr->exe->sprog : NULL;
+}
+
 const oly_exec_ops oly__exec_ops = {
     .run = oly__exec_run_raw,
     .prepare = oly__exec_prepare,
     .prepared_run = oly__exec_prepared_run,
     .prepared_done = oly__exec_prepared_done,
+    .scalar = prepared_scalar,
 };
 
 static oly_status check_input(const oly_program *p, int i, const oly_array *a)

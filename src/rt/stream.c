@@ -29,7 +29,7 @@
  * the first wait on one of its outputs reports it (with the payload, say the
  * Python exception). A failed run with no outputs has nobody to tell, so the
  * stream keeps the failure and the next oly_effects_barrier reports it. */
-#include "exec/exec.h"
+#include "rt/rt.h"
 
 #include <pthread.h>
 
@@ -71,6 +71,7 @@ static atomic_int mode = -1;    /* oly_dispatch_mode; -1: not read yet */
 static oly_status init_streams(void)
 {
     if (atomic_load_explicit(&streams, memory_order_acquire)) return OLY_OK;
+    oly__pool_install(); /* the executor may split kernels from now on */
     pthread_mutex_lock(&init_mu);
     if (!atomic_load(&streams)) {
         int n = oly_device_count();

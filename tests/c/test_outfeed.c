@@ -225,22 +225,37 @@ TEST(outfeed_bad_arguments)
 /* Every allocation of a send failing in turn: a clean NOMEM, nothing queued,
  * and the next send works. */
 /* Only the sending thread's allocations are failed and counted: the
- * receiver delivering an earlier tap must not use up the count. */
+ * receiver delivering an earlier tap must not use up the count. Each send's
+ * transforms text is longer than any before it, so no consumed record the
+ * receiver recycled (when it does is a matter of timing) can hold it: every
+ * send allocates its record, as the counted one did. */
+static const char *longer_transforms(char *buf, size_t cap, long k)
+{
+    size_t n = 600 + 64 * (size_t)(k + 1);
+    if (n >= cap) n = cap - 1;
+    memset(buf, ' ', n);
+    memcpy(buf, "batch(0)", 8);
+    buf[n] = '\0';
+    return buf;
+}
+
 TEST(outfeed_allocation_failures_are_clean)
 {
     tap_state s;
     oly_host_fn *fn = tap_fn(&s);
     oly_array *x = tu_scalar(OLY_FLOAT32, 5);
+    char t[8192];
     CHECK_OK(oly_outfeed_barrier());
     oly_fault_inject_alloc_this_thread(1L << 40);
-    CHECK_OK(oly_outfeed_send(0, fn, "batch(0)", &x, 1));
+    CHECK_OK(oly_outfeed_send(0, fn, longer_transforms(t, sizeof t, -1), &x, 1));
     long used = (1L << 40) - oly_fault_inject_left();
     oly_fault_inject_alloc(-1);
     CHECK(used >= 1);
     int failed = 0;
     for (long k = 0; k < used; k++) {
+        const char *tk = longer_transforms(t, sizeof t, k);
         oly_fault_inject_alloc_this_thread(k);
-        oly_status st = oly_outfeed_send(0, fn, "batch(0)", &x, 1);
+        oly_status st = oly_outfeed_send(0, fn, tk, &x, 1);
         oly_fault_inject_alloc(-1);
         if (st != OLY_OK) {
             CHECK_EQ(st, OLY_ERR_NOMEM);

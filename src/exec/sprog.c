@@ -1,0 +1,86 @@
+/* sprog.c — an executable as a register program (oly_scalar_prog) when it is
+ * only one-element steps: loop bodies such as fori_loop's `i + 1; x * a + b`.
+ * A loop kernel then runs the ops on a register file per iteration instead of
+ * a run of the executable (src/cpu/loop.c), and a run of the executable
+ * itself loads its inputs into registers, runs the ops and stores its outputs
+ * (run.c). Registers are the value slots (var ids, then literals), so the
+ * steps' operand references are the registers; constants and literals are
+ * loaded once into init. */
+#include "exec/exec.h"
+
+static bool one_element(const oly_aval *a)
+{
+    return oly_aval_size(a) == 1 && !oly_dtype_is_complex(a->dtype) &&
+           oly_dtype_size(a->dtype) <= 8;
+}
+
+void oly__exec_sprog_free(oly_scalar_prog *sp)
+{
+    if (!sp) return;
+    free((void *)sp->ops);
+    free((void *)sp->init);
+    free((void *)sp->in_reg);
+    free((void *)sp->in_size);
+    free(sp);
+}
+
+oly_status oly__exec_sprog_build(oly_exe *exe)
+{
+    const oly_program *p = exe->prog;
+    if (exe->n_own_all > 0 || exe->n_slots > 65535) return OLY_OK;
+    for (int i = 0; i < exe->n_step; i++)
+        if (!exe->step[i].scalar) return OLY_OK;
+    for (int i = 0; i < p->n_in; i++)
+        if (!one_element(&p->in[i]->aval)) return OLY_OK;
+    for (int i = 0; i < p->n_const; i++)
+        if (!one_element(&p->constvar[i]->aval)) return OLY_OK;
+    for (int k = 0; k < p->n_out; k++)
+        if (!one_element(&exe->out_aval[k])) return OLY_OK;
+
+    int n_in = p->n_in, n_out = p->n_out;
+    oly_scalar_prog *sp = oly__calloc(1, sizeof *sp);
+    oly_sop *ops = oly__calloc((size_t)exe->n_step + 1, sizeof *ops);
+    oly_sreg *init = oly__calloc(exe->n_slots + 1, sizeof *init);
+    /* in_reg, out_reg, then in_size, out_size: two blocks */
+    uint16_t *regs = oly__calloc((size_t)(n_in + n_out) + 1, sizeof *regs);
+    uint8_t *sizes = oly__calloc((size_t)(n_in + n_out) + 1, 1);
+    if (!sp || !ops || !init || !regs || !sizes) {
+        free(sp);
+        free(ops);
+        free(init);
+        free(regs);
+        free(sizes);
+        return OLY_ERR_NOMEM;
+    }
+    for (int i = 0; i < exe->n_step; i++) {
+        const oly_step *s = &exe->step[i];
+        ops[i] = s->sop;
+        ops[i].a = (uint16_t)(s->n_in > 0 ? s->in_ref[0] : 0);
+        ops[i].b = (uint16_t)(s->n_in > 1 ? s->in_ref[1] : 0);
+        ops[i].c = (uint16_t)(s->n_in > 2 ? s->in_ref[2] : 0);
+        ops[i].out = (uint16_t)s->out_var[0];
+    }
+    for (int i = 0; i < p->n_const; i++) {
+        const oly_array *c = p->constval[i];
+        oly__sreg_load(&init[p->constvar[i]->id], oly_array_data(c),
+                       oly_dtype_size(c->aval.dtype));
+    }
+    for (int k = 0; k < exe->n_lit; k++) {
+        const oly_array *l = exe->lit[k];
+        oly__sreg_load(&init[exe->n_vars + (uint32_t)k], oly_array_data(l),
+                       oly_dtype_size(l->aval.dtype));
+    }
+    for (int i = 0; i < n_in; i++) {
+        regs[i] = (uint16_t)p->in[i]->id;
+        sizes[i] = (uint8_t)oly_dtype_size(p->in[i]->aval.dtype);
+    }
+    for (int k = 0; k < n_out; k++) {
+        regs[n_in + k] = (uint16_t)exe->out_src[k].ref;
+        sizes[n_in + k] = (uint8_t)oly_dtype_size(exe->out_aval[k].dtype);
+    }
+    *sp = (oly_scalar_prog){.n_ops = exe->n_step, .ops = ops, .n_regs = (int)exe->n_slots,
+                            .init = init, .n_in = n_in, .n_out = n_out, .in_reg = regs,
+                            .out_reg = regs + n_in, .in_size = sizes, .out_size = sizes + n_in};
+    exe->sprog = sp;
+    return OLY_OK;
+}
