@@ -373,25 +373,32 @@ def test_updates_are_drawn_while_the_run_holds_the_gil(form):
     """A small jitted program keeps the GIL while it runs; progress taps let it
     go for a moment, so the receiver draws during the run, not after it. The
     run's last step clears `running` from C (a partial of setattr: no Python
-    bytecode, so the GIL cannot change hands before it)."""
+    bytecode, so the GIL cannot change hands before it). The body works on a
+    vector so the run lasts long enough to be seen (a scalar body runs as a
+    register program, ~7 ns an iteration: the whole loop could end between two
+    draws)."""
     import functools
+
+    def vbody(i, x):
+        return jnp.sin(x) * f32(0.5) + jnp.astype(i, jnp.float32)
     out = Watched()
     bar = progress_bar(1_000_000, desc="live", file=out, terminal=False)
     done = functools.partial(setattr, out, "running", False)
 
     def run(x):
         if form == "keyword":
-            y = progress.fori_loop(0, 1_000_000, body, x, progress=bar)
+            y = progress.fori_loop(0, 1_000_000, vbody, x, progress=bar)
         else:
-            y = lax.fori_loop(0, 1_000_000, bar(body), x)
+            y = lax.fori_loop(0, 1_000_000, bar(vbody), x)
         olympus.debug.callback(done)
         return y
     f = olympus.jit(run)
-    f(f32(0))
+    x0 = jnp.zeros(64, jnp.float32)
+    f(x0)
     hcb.barrier_wait()
     out.seen.clear()
     out.running = True
-    f(f32(0))
+    f(x0)
     hcb.barrier_wait()
     assert not out.running
     assert sum(out.seen) >= 3, out.seen  # the start and updates, drawn during the run
