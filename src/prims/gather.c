@@ -624,17 +624,16 @@ static oly_status scatter_extremum_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn,
     if (!out_nz[0]) return OLY_OK;
     oly_aval x = in_aval_of(eqn, 0), u = in_aval_of(eqn, 2);
     oly_params_gather g = gather_of_scatter(p, &x, &u, NAN); /* dropped: matches nothing */
-    oly_atom back, x_mask, u_mask, x_count, u_count, zero_x, count, sum, t;
+    oly_atom back, x_mask, u_mask, x_count, u_count, count, sum, t;
     OLY_TRY(emit_gather(b, primal_out[0], primal[1], &g, &back));
     OLY_TRY(oly__emit_bin(b, &oly__prim_eq, primal[0], primal_out[0], &x_mask));
     OLY_TRY(oly__emit_bin(b, &oly__prim_eq, primal[2], back, &u_mask));
     OLY_TRY(oly__emit_convert(b, x_mask, x.dtype, &x_count));
     OLY_TRY(oly__emit_convert(b, u_mask, x.dtype, &u_count));
-    OLY_TRY(zeros_like(b, primal[0], &zero_x));
     OLY_TRY(emit_scatter(b, &oly__prim_scatter_add, x_count, primal[1], u_count, p, &count));
     oly_atom tx, tu;
     if (tan_nz[0]) OLY_TRY(keep_where(b, x_mask, tangent[0], &tx));
-    else tx = zero_x;
+    else OLY_TRY(zeros_like(b, primal[0], &tx));
     if (tan_nz[2]) OLY_TRY(keep_where(b, u_mask, tangent[2], &tu));
     else OLY_TRY(zeros_like(b, primal[2], &tu));
     OLY_TRY(emit_scatter(b, &oly__prim_scatter_add, tx, primal[1], tu, p, &sum));

@@ -143,6 +143,13 @@ def test_pure_callback_result_types():
     def two(x) -> (float, olympus.ShapeDtypeStruct((2,), np.float64)):
         return x * 2, np.array([x, -x])
 
+    @pure_callback
+    def f32_result(x) -> float:
+        return np.float32(x) * np.float32(2)  # a float32 NumPy scalar is a float too
+
+    got = qjit(lambda x: f32_result(x))(np.float32(1.5))
+    assert float(got) == 3.0 and got.dtype == np.float64
+
     a, b = qjit(two)(1.5)
     assert float(a) == 3.0 and np.asarray(b).tolist() == [1.5, -1.5]
     assert two(2.0)[0] == 4.0  # on concrete values outside a trace it just runs

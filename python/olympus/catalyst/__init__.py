@@ -160,23 +160,25 @@ class _PureCallback:
 
     def _raw(self, *args):
         shapes = _result_shapes(self._result_type, _name(self.func))
-        return olympus.pure_callback(self._host, shapes, *args, vmap_method="sequential")
+        return olympus.pure_callback(self._host(shapes), shapes, *args, vmap_method="sequential")
 
-    def _host(self, *args):
-        """The function, its Python-typed results (`-> float`) converted to the
-        declared kind's dtype (a float32 NumPy scalar is a float too)."""
-        out = self.func(*args)
-        kinds = tree_util.tree_map(lambda t: _PY_TYPES.get(t) if t in _PY_TYPES else None,
-                                   self._result_type, is_leaf=lambda t: t in _PY_TYPES)
-        if kinds is None:
-            return out
-        shapes = _result_shapes(self._result_type, _name(self.func))
-        try:
-            return tree_util.tree_map(
-                lambda k, s, v: np.asarray(v, s.dtype) if k is not None else v,
-                kinds, shapes, out, is_leaf=lambda t: t is None)
-        except ValueError:
-            return out  # a structure mismatch: pure_callback reports it
+    def _host(self, shapes):
+        """The function, with results annotated by a Python type (`-> float`)
+        converted to the dtype traced for them (a float32 NumPy scalar is a float
+        too); other results pass as they are, for pure_callback to check."""
+        py = tree_util.tree_leaves(tree_util.tree_map(
+            lambda t: t in _PY_TYPES, self._result_type, is_leaf=lambda t: t in _PY_TYPES))
+        if not any(py):
+            return self.func
+        dtypes = [s.dtype for s in tree_util.tree_leaves(shapes)]
+
+        def host(*args):
+            leaves, tree = tree_util.tree_flatten(self.func(*args))
+            if len(leaves) != len(dtypes):
+                return tree_util.tree_unflatten(tree, leaves)  # pure_callback reports it
+            return tree_util.tree_unflatten(tree, [np.asarray(v, d) if p else v
+                                                   for v, d, p in zip(leaves, dtypes, py)])
+        return host
 
     def _differentiable(self):
         if self._with_vjp is not None:
@@ -353,36 +355,28 @@ def _fd_jacobian(f, argnums, h):
     return jac
 
 
-def grad(f=None, *, method=None, h=None, argnums=0):
-    """The gradient of scalar f (Catalyst's grad: method 'auto' is autodiff,
-    'fd' forward differences with step h)."""
-    if f is None:
-        return functools.partial(grad, method=method, h=h, argnums=argnums)
-    _check_method(method, h, "grad")
-    if method == "fd":
-        return _fd_jacobian(f, argnums, h)
-    return olympus.grad(f, argnums=argnums)
+def _derivative(who, auto, fd):
+    """A Catalyst differentiation operator: method None / 'auto' is autodiff
+    (auto(f, argnums)), 'fd' forward differences with step h (fd(f, jac))."""
+    def op(f=None, *, method=None, h=None, argnums=0):
+        if f is None:
+            return functools.partial(op, method=method, h=h, argnums=argnums)
+        _check_method(method, h, who)
+        if method == "fd":
+            return fd(f, _fd_jacobian(f, argnums, h))
+        return auto(f, argnums=argnums)
+    op.__name__ = op.__qualname__ = who
+    return op
 
 
-def value_and_grad(f=None, *, method=None, h=None, argnums=0):
-    """(f(x), grad f(x))."""
-    if f is None:
-        return functools.partial(value_and_grad, method=method, h=h, argnums=argnums)
-    _check_method(method, h, "value_and_grad")
-    if method == "fd":
-        g = _fd_jacobian(f, argnums, h)
-        return lambda *a: (f(*a), g(*a))
-    return olympus.value_and_grad(f, argnums=argnums)
-
-
-def jacobian(f=None, *, method=None, h=None, argnums=0):
-    """The Jacobian of f (reverse mode; 'fd': forward differences)."""
-    if f is None:
-        return functools.partial(jacobian, method=method, h=h, argnums=argnums)
-    _check_method(method, h, "jacobian")
-    if method == "fd":
-        return _fd_jacobian(f, argnums, h)
-    return olympus.jacrev(f, argnums=argnums)
+grad = _derivative("grad", olympus.grad, lambda f, jac: jac)
+grad.__doc__ = """The gradient of scalar f (Catalyst's grad: method 'auto' is autodiff,
+'fd' forward differences with step h)."""
+value_and_grad = _derivative("value_and_grad", olympus.value_and_grad,
+                             lambda f, jac: lambda *a: (f(*a), jac(*a)))
+value_and_grad.__doc__ = """(f(x), grad f(x))."""
+jacobian = _derivative("jacobian", olympus.jacrev, lambda f, jac: jac)
+jacobian.__doc__ = """The Jacobian of f (reverse mode; 'fd': forward differences)."""
 
 
 def jvp(f, params, tangents, *, method=None, h=None, argnums=None):
