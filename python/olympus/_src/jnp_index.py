@@ -108,7 +108,6 @@ def _along_axis_key(arr, indices, axis, who):
         raise ValueError(f"{who}: indices and arr must have the same number of dimensions; "
                          f"got {indices.ndim} and {arr.ndim}")
     axis = _norm_axis(axis, arr.ndim, who)
-    shape = []
     for d in range(arr.ndim):
         if d == axis:
             continue
@@ -123,7 +122,6 @@ def _along_axis_key(arr, indices, axis, who):
     indices = jnp.broadcast_to(indices, tuple(ishape))
     key = tuple(indices if d == axis else
                 lax.broadcasted_iota(np.int32, tuple(ishape), d) for d in range(arr.ndim))
-    del shape
     return arr, key
 
 
@@ -591,15 +589,23 @@ def histogram_bin_edges(a, bins=10, range=None, weights=None):
     return lo + (hi - lo) * steps
 
 
+def _bin_index(v, edges):
+    """The bin of each v between sorted edges (the last bin includes its right
+    edge, as NumPy's), or -1 outside them."""
+    nb = edges.shape[0] - 1
+    i = searchsorted(edges, v, "right") - 1
+    i = jnp.where(jnp.equal(v, edges[-1]), nb - 1, i)
+    inside = jnp.logical_and(jnp.greater_equal(v, edges[0]), jnp.less_equal(v, edges[-1]))
+    return jnp.where(inside, i, -1)
+
+
 def histogram(a, bins=10, range=None, weights=None, density=None):
     """(counts, edges) as NumPy's histogram (the last bin includes its right edge)."""
     a = jnp.ravel(jnp.asarray(a))
     edges = histogram_bin_edges(a, bins, range, weights)
     nb = edges.shape[0] - 1
-    idx = searchsorted(edges, a, "right") - 1
-    idx = jnp.where(jnp.equal(a, edges[-1]), nb - 1, idx)
-    inside = jnp.logical_and(jnp.greater_equal(a, edges[0]), jnp.less_equal(a, edges[-1]))
-    idx = jnp.where(inside, idx, nb)  # out of bounds: dropped
+    idx = _bin_index(a, edges)
+    idx = jnp.where(jnp.less(idx, 0), nb, idx)  # outside: out of bounds, dropped
     if weights is None:
         w = jnp.ones(a.shape, _int_dtype())
     else:
@@ -624,11 +630,7 @@ def histogramdd(sample, bins=10, range=None, weights=None, density=None):
     for k in builtins.range(d):
         e = histogram_bin_edges(sample[:, k], bins_list[k], ranges[k])
         nb = e.shape[0] - 1
-        col = sample[:, k]
-        i = searchsorted(e, col, "right") - 1
-        i = jnp.where(jnp.equal(col, e[-1]), nb - 1, i)
-        inside = jnp.logical_and(jnp.greater_equal(col, e[0]), jnp.less_equal(col, e[-1]))
-        i = jnp.where(inside, i, -1)
+        i = _bin_index(sample[:, k], e)
         edges.append(e)
         shape.append(nb)
         flat = i if flat is None else jnp.where(jnp.logical_or(flat < 0, i < 0), -1,
