@@ -247,6 +247,17 @@ typedef struct oly_callback_frame {
      * tapped value, innermost first, ';'-separated: "batch(0,None)",
      * "transpose". NULL or "" when none. */
     const char *transforms;
+    /* Which batch element this call serves: under vmap with one call per
+     * element, its index at each vmap level, outermost first (n_batch
+     * entries; 0 and NULL outside such a vmap). */
+    int n_batch;
+    const int64_t *batch_index;
+    /* Which member of a device group (pmap, shard_map) runs this call: its
+     * index along each named axis of the group's mesh (n_axes names and
+     * indices, mesh order; 0 and NULL outside a group). */
+    int n_axes;
+    const char *const *axis_names;
+    const int64_t *axis_index;
 } oly_callback_frame;
 
 /* Returns OLY_OK, or fails with a message (oly__error style through
@@ -586,7 +597,14 @@ typedef struct oly_params_callback {
      * "(m,n),(n)->(m)" (one parenthesised group per argument, then per
      * result; names or fixed sizes); NULL otherwise. */
     const char *signature;
+    /* The last n_batch_index inputs are int32 scalars that vmap's one-call-
+     * per-element rules (sequential, sequential_unrolled, io_callback's scan,
+     * debug_callback's copies) append: the element's index at each vmap level,
+     * the innermost level's first. They are not arguments: the host function gets
+     * them as oly_callback_frame.batch_index. At most OLY_MAX_BATCH_INDEX. */
+    int64_t n_batch_index;
 } oly_params_callback;
+#define OLY_MAX_BATCH_INDEX 64
 
 /* outside_call (host_callback's id_tap and call). identity (id_tap): the
  * outputs are the inputs, and the host function gets them on the device's

@@ -190,10 +190,15 @@ static __attribute__((noinline)) oly_status timed_call(oly_host_fn *fn, oly_call
  * kernel) and the device from the context. */
 static inline oly_status callback_call_args(const oly_kernel_ctx *ctx, const char *kind,
                                             const char *flavour, oly_host_fn *fn,
-                                            const char *transforms, const void *const *args)
+                                            const char *transforms, const void *const *args,
+                                            int n_index)
 {
+    /* n_index: vmap's batch-index inputs, after the arguments (oly_params_callback) */
+    int64_t index[OLY_MAX_BATCH_INDEX];
+    for (int j = 0; j < n_index; j++) /* innermost level's first: the frame's is outermost first */
+        index[n_index - 1 - j] = *(const int32_t *)ctx->in[ctx->n_in - n_index + j];
     oly_callback_frame frame = {
-        .n_args = ctx->n_in,
+        .n_args = ctx->n_in - n_index,
         .args = args,
         .arg_avals = ctx->in_aval,
         .arg_arrays = ctx->in_array,
@@ -203,6 +208,8 @@ static inline oly_status callback_call_args(const oly_kernel_ctx *ctx, const cha
         .device = ctx->device,
         .kind = kind,
         .transforms = transforms,
+        .n_batch = n_index,
+        .batch_index = n_index ? index : NULL,
     };
     oly_status st = __builtin_expect(stats_enabled(), 0)
                         ? timed_call(fn, &frame, flavour)
@@ -219,23 +226,26 @@ static inline oly_status callback_call_args(const oly_kernel_ctx *ctx, const cha
 
 static inline oly_status callback_call(const oly_kernel_ctx *ctx, const char *kind,
                                        const char *flavour, oly_host_fn *fn,
-                                       const char *transforms)
+                                       const char *transforms, int n_index)
 {
-    return callback_call_args(ctx, kind, flavour, fn, transforms, ctx->in);
+    return callback_call_args(ctx, kind, flavour, fn, transforms, ctx->in, n_index);
 }
+
+#define N_INDEX(ctx) ((int)((const oly_params_callback *)(ctx)->params)->n_batch_index)
 
 #define CALLBACK(ctx) (((const oly_params_callback *)(ctx)->params)->callback)
 
 static oly_status pure_kernel(const oly_kernel_ctx *ctx)
 {
-    return callback_call(ctx, "pure_callback", "pure_callback", CALLBACK(ctx), NULL);
+    return callback_call(ctx, "pure_callback", "pure_callback", CALLBACK(ctx), NULL,
+                         N_INDEX(ctx));
 }
 
 static oly_status io_kernel(const oly_kernel_ctx *ctx)
 {
     const oly_params_callback *pc = ctx->params;
     return callback_call(ctx, "io_callback", pc->ordered ? "io_callback(ordered)" : "io_callback",
-                         pc->callback, NULL);
+                         pc->callback, NULL, N_INDEX(ctx));
 }
 
 static oly_status debug_kernel(const oly_kernel_ctx *ctx)
@@ -243,7 +253,7 @@ static oly_status debug_kernel(const oly_kernel_ctx *ctx)
     const oly_params_callback *pc = ctx->params;
     return callback_call(ctx, "debug_callback",
                          pc->ordered ? "debug_callback(ordered)" : "debug_callback",
-                         pc->callback, NULL);
+                         pc->callback, NULL, N_INDEX(ctx));
 }
 
 /* buffer_callback: the host function writes the results in place. An
@@ -254,7 +264,8 @@ static oly_status buffer_kernel(const oly_kernel_ctx *ctx)
 {
     const oly_params_callback *pc = ctx->params;
     if (pc->n_aliases == 0)
-        return callback_call(ctx, "buffer_callback", "buffer_callback", pc->callback, NULL);
+        return callback_call(ctx, "buffer_callback", "buffer_callback", pc->callback, NULL,
+                             N_INDEX(ctx));
     enum { SMALL = 16 };
     const void *small[SMALL];
     const void **args = ctx->n_in <= SMALL ? small : oly__malloc((size_t)ctx->n_in * sizeof *args);
@@ -267,7 +278,8 @@ static oly_status buffer_kernel(const oly_kernel_ctx *ctx)
         args[i] = ctx->out[o];
     }
     oly_status st =
-        callback_call_args(ctx, "buffer_callback", "buffer_callback", pc->callback, NULL, args);
+        callback_call_args(ctx, "buffer_callback", "buffer_callback", pc->callback, NULL, args,
+                           N_INDEX(ctx));
     if (args != small) free(args);
     return st;
 }
@@ -346,7 +358,7 @@ static oly_status outside_call_kernel(const oly_kernel_ctx *ctx)
     const oly_params_outside_call *pc = ctx->params;
     if (!pc->identity)
         return callback_call(ctx, "outside_call", "host_callback.call", pc->callback,
-                             pc->transforms);
+                             pc->transforms, 0);
     if (pc->every <= 0) {
         OLY_TRY(oly_outfeed_send(ctx->device, pc->callback, pc->transforms, ctx->in_array,
                                  ctx->n_in));

@@ -35,6 +35,10 @@ static const char *const vmap_names[] = {
      .count_offset = offsetof(oly_params_callback, n_results)}
 #define F_ORDERED                                                                         \
     {.name = "ordered", .kind = OLY_FIELD_BOOL, .offset = offsetof(oly_params_callback, ordered)}
+/* Hidden: the batch-index inputs are vmap's doing, the printed operands show them. */
+#define F_BATCH_INDEX                                                                     \
+    {.name = "n_batch_index", .kind = OLY_FIELD_INT,                                      \
+     .offset = offsetof(oly_params_callback, n_batch_index), .hidden = true}
 
 /* The signature is hidden: vmap_method=signature says a program uses one, and
  * every other pure_callback prints as before. It still hashes and compares. */
@@ -45,8 +49,9 @@ static const oly_param_field pure_fields[] = {
      .offset = offsetof(oly_params_callback, vmap_method), .enum_names = vmap_names},
     {.name = "signature", .kind = OLY_FIELD_STR,
      .offset = offsetof(oly_params_callback, signature), .hidden = true},
+    F_BATCH_INDEX,
 };
-static const oly_param_field io_fields[] = {F_CALLBACK, F_RESULTS, F_ORDERED};
+static const oly_param_field io_fields[] = {F_CALLBACK, F_RESULTS, F_ORDERED, F_BATCH_INDEX};
 static const oly_param_field buffer_fields[] = {
     F_CALLBACK,
     F_RESULTS,
@@ -57,8 +62,9 @@ static const oly_param_field buffer_fields[] = {
     {.name = "input_output_aliases", .kind = OLY_FIELD_ALIASES,
      .offset = offsetof(oly_params_callback, aliases),
      .count_offset = offsetof(oly_params_callback, n_aliases)},
+    F_BATCH_INDEX,
 };
-static const oly_param_field debug_fields[] = {F_CALLBACK, F_ORDERED};
+static const oly_param_field debug_fields[] = {F_CALLBACK, F_ORDERED, F_BATCH_INDEX};
 
 static int results_num_outputs(const void *params, int n_in)
 {
@@ -80,6 +86,14 @@ static oly_status callback_shape(const oly_shape_ctx *ctx, oly_aval *out)
     if (pc->vmap_method < 0 || pc->vmap_method >= OLY_VMAP_METHOD_COUNT)
         return oly__error(OLY_ERR_INVALID, "%s: vmap_method %d is not an oly_vmap_method", name,
                           pc->vmap_method);
+    if (pc->n_batch_index < 0 || pc->n_batch_index > ctx->n_in ||
+        pc->n_batch_index > OLY_MAX_BATCH_INDEX)
+        return oly__error(OLY_ERR_INVALID, "%s: n_batch_index %lld outside [0, %d] (%d inputs)",
+                          name, (long long)pc->n_batch_index, OLY_MAX_BATCH_INDEX, ctx->n_in);
+    for (int k = ctx->n_in - (int)pc->n_batch_index; k < ctx->n_in; k++)
+        if (ctx->in[k].dtype != OLY_INT32 || ctx->in[k].rank != 0)
+            return oly__error(OLY_ERR_TYPE, "%s: batch index input %d: expected int32[], got %s",
+                              name, k, oly__show_aval(&ctx->in[k]).s);
     if (pc->vmap_method == OLY_VMAP_SIGNATURE) OLY_TRY(signature_check(ctx, pc));
     if (ctx->n_out == 0) return OLY_OK;
     if (pc->n_results != ctx->n_out || !pc->result_avals)
@@ -112,9 +126,10 @@ static oly_status buffer_shape(const oly_shape_ctx *ctx, oly_aval *out)
                           pc->n_aliases, pc->aliases ? "set" : "NULL");
     for (int k = 0; k < pc->n_aliases; k++) {
         int i = pc->aliases[k].input, o = pc->aliases[k].output;
-        if (i < 0 || i >= ctx->n_in)
+        int n_args = ctx->n_in - (int)pc->n_batch_index;
+        if (i < 0 || i >= n_args)
             return oly__error(OLY_ERR_INVALID, "%s: alias %d -> %d: input %d outside [0, %d)",
-                              name, i, o, i, ctx->n_in);
+                              name, i, o, i, n_args);
         if (o < 0 || o >= ctx->n_out)
             return oly__error(OLY_ERR_INVALID, "%s: alias %d -> %d: output %d outside [0, %d)",
                               name, i, o, o, ctx->n_out);
@@ -306,6 +321,26 @@ static oly_status lead1(oly_builder *b, oly_atom x, oly_atom *out)
     return oly__emit_reshape(b, x, &shape, out);
 }
 
+/* The callback equation on args (its n_in inputs) and one more batch-index
+ * input, index (an int32 scalar): the element's index at this vmap level. */
+static oly_status emit_indexed(oly_builder *b, const oly_eqn *eqn, const oly_atom *args,
+                               oly_atom index, oly_atom *out)
+{
+    const oly_params_callback *pc = eqn->params;
+    if (pc->n_batch_index >= OLY_MAX_BATCH_INDEX)
+        return oly__error(OLY_ERR_UNSUPPORTED, "%s: more than %d nested vmaps of one callback",
+                          eqn->prim->name, OLY_MAX_BATCH_INDEX);
+    oly_atom *all = oly__calloc((size_t)eqn->n_in + 1, sizeof *all);
+    if (!all) return OLY_ERR_NOMEM;
+    memcpy(all, args, (size_t)eqn->n_in * sizeof *all);
+    all[eqn->n_in] = index;
+    oly_params_callback np = *pc;
+    np.n_batch_index++;
+    oly_status st = oly__emit(b, eqn->prim, all, eqn->n_in + 1, &np, NULL, 0, out);
+    free(all);
+    return st;
+}
+
 /* N copies of the equation in index order: call i gets element i of every
  * batched operand and every unbatched operand whole; results stacked on axis 0. */
 static oly_status batch_unrolled(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
@@ -335,7 +370,9 @@ static oly_status batch_unrolled(oly_batch_ctx *ctx, const oly_eqn *eqn, const o
             args[k] = moved[k];
             if (in_bdim[k] != OLY_NOT_MAPPED) st = take(ctx->b, moved[k], i, &args[k]);
         }
-        if (st == OLY_OK) st = oly__emit_eqn(ctx->b, eqn, args, res);
+        if (st == OLY_OK)
+            st = emit_indexed(ctx->b, eqn, args,
+                              oly_atom_lit((oly_scalar){.dtype = OLY_INT32, .v.i = i}), res);
         for (int j = 0; j < m && st == OLY_OK; j++)
             st = lead1(ctx->b, res[j], &pieces[(size_t)j * (size_t)N + (size_t)i]);
     }
@@ -364,8 +401,8 @@ static oly_status batch_unrolled(oly_batch_ctx *ctx, const oly_eqn *eqn, const o
 
 /* The same N calls as a scan over the batch (lax.map): the body is one call
  * of the equation on (unbatched operands as consts, batched ones sliced as
- * xs); its results are the scan's ys, stacked on axis 0. The program stays
- * one equation whatever N is. */
+ * xs, and the element's index from an iota xs); its results are the scan's
+ * ys, stacked on axis 0. The program stays one equation whatever N is. */
 static oly_status batch_scan(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
                              const int *in_bdim, oly_atom *out, int *out_bdim)
 {
@@ -374,7 +411,7 @@ static oly_status batch_scan(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_a
     oly_program *body = NULL;
     oly_atom *body_in = oly__calloc((size_t)n + 1, sizeof *body_in);
     oly_atom *body_out = oly__calloc((size_t)m + 1, sizeof *body_out);
-    oly_atom *scan_in = oly__calloc((size_t)n + 1, sizeof *scan_in);
+    oly_atom *scan_in = oly__calloc((size_t)n + 2, sizeof *scan_in);
     oly_status st = body_in && body_out && scan_in ? oly_builder_new(&b) : OLY_ERR_NOMEM;
     int n_consts = 0, k = 0;
     /* body inputs: consts (unbatched vars) first, then the x slices */
@@ -402,7 +439,14 @@ static oly_status batch_scan(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_a
             n_consts += !mapped;
         }
     }
-    if (st == OLY_OK) st = oly__emit_eqn(b, eqn, body_in, body_out);
+    oly_var *index = NULL; /* the element's index: an iota xs */
+    if (st == OLY_OK) {
+        oly_aval ia = {.dtype = OLY_INT32, .rank = 0};
+        oly_params_iota ip = {.dtype = OLY_INT32, .shape = oly__ints(1, &ctx->size)};
+        st = oly_builder_add_input(b, &ia, &index);
+        if (st == OLY_OK) st = oly__emit(ctx->b, &oly__prim_iota, NULL, 0, &ip, NULL, 0, &scan_in[k++]);
+    }
+    if (st == OLY_OK) st = emit_indexed(b, eqn, body_in, oly_atom_var(index), body_out);
     if (st == OLY_OK) st = oly_builder_finish(b, body_out, m, &body);
     if (st == OLY_OK) {
         oly_params_scan sp = {.length = ctx->size, .num_consts = n_consts, .num_carry = 0,

@@ -504,3 +504,97 @@ TEST(tapgate_shape_errors)
     oly_builder_free(b);
     oly_host_fn_release(fn);
 }
+
+/* ---------------------------------------------------------------- batch index */
+
+typedef struct indexlog {
+    int calls;
+    int n_batch[8];
+    int64_t index[8][2];
+    int n_args[8];
+} indexlog;
+
+/* Records the frame's batch index; result = argument 0. */
+static oly_status log_index(void *user, oly_callback_frame *f)
+{
+    indexlog *l = user;
+    int k = l->calls++;
+    if (k < 8) {
+        l->n_batch[k] = f->n_batch;
+        l->n_args[k] = f->n_args;
+        for (int j = 0; j < f->n_batch && j < 2; j++) l->index[k][j] = f->batch_index[j];
+    }
+    if (f->n_results) memcpy(f->results[0], f->args[0], oly_aval_nbytes(&f->arg_avals[0]));
+    return OLY_OK;
+}
+
+/* vmap of vmap with one call per element: each call's frame names its
+ * element, outermost level first, and the index inputs are not arguments. */
+TEST(batch_index_reaches_the_frame)
+{
+    const oly_vmap_method methods[] = {OLY_VMAP_SEQUENTIAL, OLY_VMAP_SEQUENTIAL_UNROLLED};
+    for (int mi = 0; mi < 2; mi++) {
+        indexlog l = {0};
+        oly_host_fn *fn = NULL;
+        CHECK_OK(oly_host_fn_new("log_index", log_index, &l, NULL, &fn));
+        oly_params_callback pc = {.callback = fn, .vmap_method = methods[mi]};
+        oly_program *p = one_call(&oly__prim_pure_callback, &pc, 1); /* f32[1] -> f32[1] */
+        int axes0[1] = {0};
+        oly_program *inner = NULL, *outer = NULL;
+        CHECK_OK(oly_program_vmap(p, axes0, 3, axes0, &inner)); /* f32[3,1] */
+        CHECK_OK(oly_program_vmap(inner, axes0, 2, axes0, &outer)); /* f32[2,3,1] */
+        int64_t dims[3] = {2, 3, 1};
+        double v[6] = {0, 1, 2, 3, 4, 5};
+        oly_array *x = tu_array(OLY_FLOAT32, 3, dims, v), *out[1] = {NULL};
+        CHECK_OK(oly_program_run(outer, 0, &x, 1, out, 1));
+        const float *r = oly_array_data(out[0]);
+        for (int i = 0; i < 6; i++) CHECK(r[i] == v[i]);
+        CHECK(l.calls == 6);
+        bool seen[2][3] = {{false}};
+        for (int k = 0; k < 6; k++) {
+            CHECK(l.n_batch[k] == 2 && l.n_args[k] == 1);
+            int64_t i = l.index[k][0], j = l.index[k][1];
+            CHECK(i >= 0 && i < 2 && j >= 0 && j < 3 && !seen[i][j]);
+            seen[i][j] = true;
+        }
+        oly_array_release(x);
+        oly_array_release(out[0]);
+        oly_program_release(outer);
+        oly_program_release(inner);
+        oly_program_release(p);
+        oly_host_fn_release(fn);
+    }
+}
+
+/* The shape rule checks the batch-index inputs: a count in range, int32
+ * scalars, and no alias onto one. */
+TEST(batch_index_shape_errors)
+{
+    indexlog l = {0};
+    oly_host_fn *fn = NULL;
+    CHECK_OK(oly_host_fn_new("log_index", log_index, &l, NULL, &fn));
+    oly_aval a3 = RC_F32(3), i0 = RC_SCALAR(OLY_INT32);
+    oly_builder *b = NULL;
+    CHECK_OK(oly_builder_new(&b));
+    oly_var *x, *i;
+    CHECK_OK(oly_builder_add_input(b, &a3, &x));
+    CHECK_OK(oly_builder_add_input(b, &i0, &i));
+    oly_atom in[2] = {oly_atom_var(x), oly_atom_var(i)};
+    oly_var *o[1];
+    oly_params_callback pc = {.callback = fn, .result_avals = &a3, .n_results = 1,
+                              .n_batch_index = 3};
+    CHECK_ERR(oly_builder_append(b, &oly__prim_pure_callback, in, 2, &pc, NULL, 0, o, 1, NULL),
+              OLY_ERR_INVALID, "n_batch_index 3 outside [0, 64] (2 inputs)");
+    pc.n_batch_index = 2;
+    CHECK_ERR(oly_builder_append(b, &oly__prim_pure_callback, in, 2, &pc, NULL, 0, o, 1, NULL),
+              OLY_ERR_TYPE, "batch index input 0: expected int32[], got f32[3]");
+    oly_io_alias al = {.input = 1, .output = 0};
+    oly_params_callback bp = {.callback = fn, .result_avals = &i0, .n_results = 1,
+                              .n_batch_index = 1, .aliases = &al, .n_aliases = 1};
+    CHECK_ERR(oly_builder_append(b, &oly__prim_buffer_callback, in, 2, &bp, NULL, 0, o, 1, NULL),
+              OLY_ERR_INVALID, "input 1 outside [0, 1)");
+    pc.n_batch_index = 1;
+    CHECK_OK(oly_builder_append(b, &oly__prim_pure_callback, in, 2, &pc, NULL, 0, o, 1, NULL));
+    oly_builder_free(b);
+    oly_host_fn_release(fn);
+}

@@ -727,7 +727,10 @@ static oly_status trampoline(void *user, oly_callback_frame *fr)
     PyObject *st = NULL, *sv = NULL, *stb = NULL;
     if (__builtin_expect(PyErr_Occurred() != NULL, 0)) PyErr_Fetch(&st, &sv, &stb);
     oly_status s = OLY_OK;
+    const oly_callback_frame *outer = ext_current_frame;
+    ext_current_frame = fr;
     if (call_python(u, fr) < 0) s = ext_callback_fail("buffer_callback", u->name);
+    ext_current_frame = outer;
     if (__builtin_expect(st != NULL, 0)) PyErr_Restore(st, sv, stb);
     if (!held) PyGILState_Release(g);
     return s;

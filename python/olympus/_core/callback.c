@@ -590,6 +590,8 @@ static __attribute__((noinline)) oly_status fail_with_exception(const char *name
     return s;
 }
 
+_Thread_local const oly_callback_frame *ext_current_frame;
+
 static oly_status trampoline(void *user, oly_callback_frame *fr)
 {
     pyfn *u = user;
@@ -614,6 +616,8 @@ static oly_status trampoline(void *user, oly_callback_frame *fr)
     PyObject *st = NULL, *sv = NULL, *stb = NULL;
     if (__builtin_expect(PyErr_Occurred() != NULL, 0)) PyErr_Fetch(&st, &sv, &stb);
     oly_status s = OLY_OK;
+    const oly_callback_frame *outer = ext_current_frame;
+    ext_current_frame = fr;
     if (__builtin_expect(u->is_tap, 0) && oly_callback_stats_enabled()) {
         /* Taps reach here from the outfeed receiver, not a kernel: count them. */
         uint64_t t0 = oly_callback_stats_now();
@@ -626,6 +630,7 @@ static oly_status trampoline(void *user, oly_callback_frame *fr)
     } else if (call_python(u, fr, is_debug) < 0) {
         s = fail_with_exception(u->name, kind);
     }
+    ext_current_frame = outer;
     if (__builtin_expect(st != NULL, 0)) PyErr_Restore(st, sv, stb);
     if (!held) PyGILState_Release(g);
     return s;
@@ -1083,7 +1088,36 @@ static PyObject *py_callback_stats_dropped(PyObject *Py_UNUSED(m), PyObject *Py_
     return PyLong_FromUnsignedLongLong(oly_callback_stats_dropped());
 }
 
+/* callback_context() -> None outside a host call, else (kind, device,
+ * batch_index tuple (outermost vmap first), {axis name: index}). */
+static PyObject *py_callback_context(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
+{
+    const oly_callback_frame *fr = ext_current_frame;
+    if (!fr) Py_RETURN_NONE;
+    PyObject *batch = PyTuple_New(fr->n_batch), *axes = PyDict_New();
+    if (!batch || !axes) goto fail;
+    for (int j = 0; j < fr->n_batch; j++) {
+        PyObject *v = PyLong_FromLongLong(fr->batch_index[j]);
+        if (!v) goto fail;
+        PyTuple_SET_ITEM(batch, j, v);
+    }
+    for (int j = 0; j < fr->n_axes; j++) {
+        PyObject *v = PyLong_FromLongLong(fr->axis_index[j]);
+        int rc = v ? PyDict_SetItemString(axes, fr->axis_names[j], v) : -1;
+        Py_XDECREF(v);
+        if (rc < 0) goto fail;
+    }
+    return Py_BuildValue("(siNN)", fr->kind ? fr->kind : "callback", fr->device, batch, axes);
+fail:
+    Py_XDECREF(batch);
+    Py_XDECREF(axes);
+    return NULL;
+}
+
 PyMethodDef ext_callback_methods[] = {
+    {"callback_context", py_callback_context, METH_NOARGS,
+     "callback_context() -> None outside a host call, else (kind, device, batch_index,\n"
+     "{axis name: index}) of the innermost host call running on this thread"},
     {"callback_stats_enable", py_callback_stats_enable, METH_O,
      "callback_stats_enable(on) -> bool: switch callback statistics; returns the old state"},
     {"callback_stats_enabled", py_callback_stats_enabled, METH_NOARGS,

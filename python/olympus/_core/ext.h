@@ -247,6 +247,10 @@ void ext_drop_with_gil(void *o);
 int ext_parse_vmap_method(PyObject *o, int *out);
 int ext_parse_result_avals(PyObject *obj, oly_aval **out, int *n_out);
 oly_status ext_callback_fail(const char *kind, const char *name);
+/* The frame of the innermost host call running Python on this thread (the
+ * trampolines set it around the call, restoring the outer one); NULL outside
+ * host calls. callback_context() reads it. */
+extern _Thread_local const oly_callback_frame *ext_current_frame;
 
 /* ---------------------------------------------------------------- buffer.c */
 /* The Buffer and ExecutionContext types of buffer_callback. */

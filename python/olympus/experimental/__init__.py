@@ -2,8 +2,9 @@
 buffer_callback module: `from olympus.experimental.buffer_callback import
 buffer_callback`, and the host_callback module: `from olympus.experimental
 import host_callback`), callback statistics (`callback_stats`,
-`collect_callback_stats`) and progress bars for compiled loops (`progress_bar`);
-see docs/beyond.md."""
+`collect_callback_stats`), progress bars for compiled loops (`progress_bar`) and
+`callback_context()` (the device, group member and batch element a host call
+serves); see docs/beyond.md."""
 from olympus._src.callback import io_callback
 from olympus.experimental import buffer_callback
 from olympus.experimental.callback_profile import (
@@ -11,7 +12,8 @@ from olympus.experimental.callback_profile import (
     reset_callback_stats)
 from olympus.experimental import progress
 from olympus.experimental.progress import progress_bar
+from olympus.experimental.context import CallbackContext, callback_context
 
 __all__ = ["io_callback", "buffer_callback", "callback_stats", "collect_callback_stats",
            "enable_callback_stats", "reset_callback_stats", "CallbackStats", "CallbackStat",
-           "progress", "progress_bar"]
+           "progress", "progress_bar", "callback_context", "CallbackContext"]
