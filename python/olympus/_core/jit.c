@@ -377,6 +377,25 @@ static PyObject *py_set_jit_disabled(PyObject *Py_UNUSED(m), PyObject *arg)
     return PyBool_FromLong(was);
 }
 
+/* This thread's axis environment, ((name, size), ...) innermost last
+ * (olympus._src.parallel.axis_env()); a new reference, NULL with an exception. */
+static PyObject *axis_env(void)
+{
+    static PyObject *fn; /* owned for the process; guarded by the GIL */
+    if (!fn) {
+        PyObject *mod = PyImport_ImportModule("olympus._src.parallel");
+        fn = mod ? PyObject_GetAttrString(mod, "axis_env") : NULL;
+        Py_XDECREF(mod);
+        if (!fn) return NULL;
+    }
+    PyObject *env = PyObject_CallNoArgs(fn);
+    if (env && !PyTuple_Check(env)) {
+        PyErr_Format(PyExc_TypeError, "axis_env() returned %R, not a tuple", env);
+        Py_CLEAR(env);
+    }
+    return env;
+}
+
 static PyObject *Jit_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
                                 PyObject *kwnames)
 {
@@ -461,7 +480,15 @@ static PyObject *Jit_vectorcall(PyObject *self, PyObject *const *args, size_t na
         goto done;
     }
 
-    key = PyTuple_Pack(3, treedef, sig, statics);
+    /* A trace under vmap(axis_name=) / pmap may bake a collective over a bound
+     * name into the program: such a program is cached under the axis
+     * environment too, so a later call outside it traces again and gets
+     * NameError at trace time, not an unbound name at run time. */
+    PyObject *env = staged ? axis_env() : NULL;
+    if (staged && !env) goto done;
+    key = env && PyTuple_GET_SIZE(env) ? PyTuple_Pack(4, treedef, sig, statics, env)
+                                       : PyTuple_Pack(3, treedef, sig, statics);
+    Py_XDECREF(env);
     if (!key) goto done;
     PyObject *cap = NULL;
     if (PyObject_Hash(key) == -1) {

@@ -52,6 +52,12 @@ def check_axis_name(name):
     return name
 
 
+def axis_env():
+    """This thread's bound axes, ((name, size), ...), innermost last: part of
+    jit's cache key for calls traced inside them."""
+    return tuple(_frames())
+
+
 @contextlib.contextmanager
 def axis_frame(name, size):
     """Binds axis `name` of `size` on this thread while the block runs (vmap
