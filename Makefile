@@ -13,6 +13,16 @@ BASE_CFLAGS := -std=c11 $(OPT) -g -fPIC -fvisibility=hidden -D_GNU_SOURCE $(WARN
 # examples see only the public header.
 CFLAGS    := $(BASE_CFLAGS) -Isrc -I/usr/include/x86_64-linux-gnu/openblas-pthread
 LDLIBS    := -lsleef -lopenblas -lfftw3 -lfftw3f -lm -lpthread
+# OpenMPI (olympus.distributed, src/rt/mpi.c) when mpicc is there; `make MPI=0`
+# builds without it (every distributed call then says so). Its headers are
+# -isystem: our warnings are not its.
+MPI       ?= $(if $(shell command -v mpicc 2>/dev/null),1,0)
+ifeq ($(MPI),1)
+MPI_CFLAGS := -DOLY_HAVE_MPI $(patsubst -I%,-isystem %,$(shell mpicc --showme:compile 2>/dev/null))
+LDLIBS    += $(shell mpicc --showme:link 2>/dev/null)
+endif
+# mpirun as root needs these (harmless otherwise); 2 processes on any machine.
+MPIRUN    := OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -n 2 --oversubscribe
 
 LIB_SRC   := $(sort $(wildcard src/*/*.c))
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -50,6 +60,9 @@ deps:
 $(BUILD)/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+# Only the transport sees mpi.h; an MPI=0 build needs its own BUILD folder.
+$(BUILD)/src/rt/mpi.o: CFLAGS += $(MPI_CFLAGS)
 
 # The extension sees the public header and, for its primitive enum, a copy of
 # prims.def (the list of primitives) in $(BUILD)/gen/ — no other src/ file.
@@ -111,6 +124,11 @@ test-c: $(BUILD)/test_c $(C_EXAMPLES)
 	$(BUILD)/test_c
 	OLYMPUS_NUM_CPU_DEVICES=3 $(BUILD)/test_c $(MULTI_DEVICE_TESTS)
 	$(call run_cpu_levels,$(BUILD)/test_c,)
+ifeq ($(MPI),1)
+	$(MPIRUN) $(BUILD)/test_c mpi_
+	for c in notice timeout mismatch; do \
+	  OLYMPUS_COLLECTIVE_TIMEOUT=1 $(MPIRUN) $(BUILD)/test_c mpifail_$$c || exit 1; done
+endif
 
 test-python: $(EXT) $(FFI_LIBS) $(BUILD)/test_c
 	cd tests/python && PYTHONPATH=$(CURDIR)/python OLYMPUS_EXT_DIR=$(CURDIR)/$(BUILD) $(PY) -m pytest -q -p no:cacheprovider .

@@ -677,6 +677,44 @@ def native_results(args):
     return lazy("native", run)
 
 
+# ---------------------------------------------------------------- processes (MPI)
+
+def mpi_results(args):
+    """Runs bench/build/mpi_allreduce under `mpirun -n 2` once; {case: {...}} as
+    native_results. NotAvailable without OpenMPI or in a build without MPI."""
+    def run():
+        import shutil
+        if not shutil.which("mpicc") or not shutil.which("mpirun"):
+            raise NotAvailable("OpenMPI absent (mpicc / mpirun: libopenmpi-dev, openmpi-bin)")
+        flags = subprocess.run(["mpicc", "--showme:compile"], capture_output=True, text=True)
+        libs = subprocess.run(["mpicc", "--showme:link"], capture_output=True, text=True)
+        src = os.path.join(HERE, "mpi_allreduce.c")
+        lib = os.path.join(olympus_build_dir(), "libolympus.a")
+        if not os.path.exists(lib):
+            raise NotAvailable(f"{os.path.relpath(lib, ROOT)} missing (run make first)")
+        out = os.path.join(OUT, "mpi_allreduce")
+        _cc(["-std=c11", "-O2", "-D_GNU_SOURCE", "-Wall", "-I" + os.path.join(ROOT, "include")]
+            + flags.stdout.split() + [src, lib, "-lsleef", "-lopenblas", "-lfftw3", "-lfftw3f",
+                                      "-lm", "-lpthread"] + libs.stdout.split(),
+            out, [src, lib, os.path.join(ROOT, "include", "olympus.h")])
+        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        p = subprocess.run(["mpirun", "-n", "2", "--oversubscribe", out, str(args.repeats),
+                            str(args.target_ms)], capture_output=True, text=True, timeout=300,
+                           env=env)
+        res = {}
+        for line in p.stdout.splitlines():
+            if line.strip().startswith("{"):
+                d = json.loads(line)
+                if d["error"] and not d["oly_ns"] and not d["peer_ns"]:
+                    raise NotAvailable(d["error"])
+                res[d["case"]] = d
+        if not res:
+            raise NotAvailable(f"mpirun exited {p.returncode}: "
+                               + (p.stderr.strip().splitlines() or ["no output"])[-1])
+        return res
+    return lazy("mpi", run)
+
+
 # ---------------------------------------------------------------- ffi_call of a C kernel
 
 def _ffi_target():
@@ -1114,6 +1152,9 @@ def make_rows(args):
     for cname in ("f32[]", "f32[1000]"):
         rows.append(Row(f"native-{cname}", "3", f"C host fn {cname}", None,
                         "C call via fn pointer", None, 3.0, "<=3x fn ptr", native=cname))
+    # 9: processes: olympus's MPI transport against raw MPI (bench/mpi_allreduce.c)
+    rows.append(Row("psum-1MiB-mpi", "9", "allreduce f32[262144] (1 MiB), 2 processes", None,
+                    "raw MPI_Allreduce", None, 1.2, "<=1.2x MPI", native="mpi-allreduce-1MiB"))
     # 3: ffi_call of the same C work, from Python-defined programs
     rows.append(Row("ffi-f32[]-fori", "3", "ffi_call f32[] (fori_loop)", oly_ffi("fori"),
                     "C call via fn pointer", ffi_floor(N_FORI), 3.0, "<=3x fn ptr", rtol=1e-6))
@@ -1347,7 +1388,8 @@ def _spread(v):
 def run_row(row, args):
     if row.native:
         try:
-            d = native_results(args)[row.native]
+            mpi = row.native.startswith("mpi-")
+            d = (mpi_results(args) if mpi else native_results(args))[row.native]
             oly = d["oly_ns"] if d["oly_ns"] else (d.get("error") or "olympus side failed")
             if isinstance(oly, list):
                 oly = [t * 1e-9 for t in oly]
@@ -1355,6 +1397,8 @@ def run_row(row, args):
         except NotAvailable as e:
             res = {"oly": str(e), "peer": str(e)}
         how = f"{K_NATIVE} chained host calls in 1 program run"
+        if row.native.startswith("mpi-"):
+            how = "2 processes under mpirun, per allreduce (the slower process's time)"
         note = ""
     else:
         with x64_mode(row.x64):

@@ -51,6 +51,7 @@ typedef enum oly_status {
     OLY_ERR_NOMEM,
     OLY_ERR_CALLBACK,    /* a host function failed; see oly_error_take_payload */
     OLY_ERR_INTERNAL,    /* a broken invariant: a bug in olympus */
+    OLY_ERR_DISTRIBUTED, /* processes (MPI): no mpirun, a peer failed, a timeout */
     OLY_STATUS_COUNT
 } oly_status;
 
@@ -197,6 +198,33 @@ OLY_API const char *oly_device_kind(int device); /* "cpu" */
 /* Sets the device count before the devices are first used (else INVALID,
  * unless n is the count already in use). */
 OLY_API oly_status oly_set_device_count(int n);
+
+/* ---------------------------------------------------------------- processes (MPI) */
+
+/* Many processes under mpirun (src/rt/mpi.c; docs/design.md "Processes
+ * (MPI)"). Built without MPI, oly_distributed_available() is false and the
+ * calls below return OLY_ERR_UNSUPPORTED. The collective calls are made by
+ * every process in the same order. */
+typedef enum oly_collective_op {
+    OLY_COLLECTIVE_SUM, OLY_COLLECTIVE_MAX, OLY_COLLECTIVE_MIN, OLY_COLLECTIVE_OP_COUNT
+} oly_collective_op;
+OLY_API bool oly_distributed_available(void);
+/* Joins the processes of an mpirun job (once; OK again while joined).
+ * OLY_ERR_DISTRIBUTED when not started by mpirun, after a shutdown, or when
+ * processes have different OLYMPUS_NUM_CPU_DEVICES. Collective. */
+OLY_API oly_status oly_distributed_initialize(void);
+/* Leaves the job (also done at exit); OK when not joined. Collective. */
+OLY_API oly_status oly_distributed_shutdown(void);
+OLY_API bool oly_distributed_is_initialized(void);
+OLY_API int oly_process_index(void); /* 0 when not joined */
+OLY_API int oly_process_count(void); /* 1 when not joined */
+/* This process failed: every peer's current or next collective fails with
+ * OLY_ERR_DISTRIBUTED naming it and message (any thread; not collective). */
+OLY_API void oly_distributed_fail(const char *message);
+/* recv = op over every process's send (count elements of t; send == recv: in
+ * place), through the transport collectives use. Collective. */
+OLY_API oly_status oly_distributed_allreduce(const void *send, void *recv, int64_t count,
+                                             oly_dtype t, oly_collective_op op);
 
 /* ---------------------------------------------------------------- CPU kernel level */
 

@@ -43,6 +43,7 @@ from ._src.config import config, enable_x64, disable_x64, disable_jit  # noqa: E
 from ._src.api import (  # noqa: E402
     ensure_compile_time_eval, jit, make_jaxpr, ShapeDtypeStruct, CpuDevice, devices, local_devices, device_count,
     local_device_count, block_until_ready, device_put, device_get, default_backend,
+    process_index, process_count,
 )
 from ._src.ad import (  # noqa: E402
     vmap, jvp, linearize, vjp, grad, value_and_grad, jacfwd, jacrev, hessian, linear_transpose,
@@ -65,6 +66,7 @@ from . import tree  # noqa: E402
 from . import nn  # noqa: E402
 from . import scipy  # noqa: E402
 from . import extend  # noqa: E402
+from . import distributed  # noqa: E402
 
 _array_methods.install()
 _ad.install_tracer_item()
@@ -94,5 +96,6 @@ __all__ = [
     "vmap", "jvp", "linearize", "vjp", "grad", "value_and_grad", "jacfwd", "jacrev", "hessian",
     "linear_transpose", "custom_jvp", "custom_vjp", "checkpoint", "remat", "closure_convert",
     "eval_shape", "errors", "sharding", "enable_x64", "disable_x64", "jacobian", "disable_jit",
-    "ensure_compile_time_eval", "test_util", "tree", "nn", "scipy",
+    "ensure_compile_time_eval", "test_util", "tree", "nn", "scipy", "distributed",
+    "process_index", "process_count",
 ]

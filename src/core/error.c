@@ -19,6 +19,7 @@ const char *oly_status_name(oly_status s)
         [OLY_ERR_NOMEM] = "OLY_ERR_NOMEM",
         [OLY_ERR_CALLBACK] = "OLY_ERR_CALLBACK",
         [OLY_ERR_INTERNAL] = "OLY_ERR_INTERNAL",
+        [OLY_ERR_DISTRIBUTED] = "OLY_ERR_DISTRIBUTED",
     };
     return (unsigned)s < OLY_STATUS_COUNT ? names[s] : "OLY_ERR_?";
 }

@@ -275,4 +275,7 @@ extern PyMethodDef ext_buffer_methods[];   /* buffer_callback */
 int ext_ffi_init(PyObject *module);
 extern PyMethodDef ext_ffi_methods[]; /* ffi_register, ffi_call, ... */
 
+/* ---------------------------------------------------------------- distributed.c */
+extern PyMethodDef ext_distributed_methods[]; /* distributed_initialize, process_index, ... */
+
 #endif /* OLYMPUS_EXT_H */

@@ -10,7 +10,8 @@ import numpy as np
 from olympus import _core
 
 __all__ = ["jit", "make_jaxpr", "ShapeDtypeStruct", "CpuDevice", "devices", "local_devices",
-           "device_count", "local_device_count", "block_until_ready", "device_put", "device_get"]
+           "device_count", "local_device_count", "process_index", "process_count",
+           "block_until_ready", "device_put", "device_get"]
 
 
 def _int_tuple(x, what):
@@ -282,15 +283,17 @@ class ShapeDtypeStruct:
 
 
 class CpuDevice:
-    """One CPU device (OLYMPUS_NUM_CPU_DEVICES of them, default 1)."""
-    __slots__ = ("id",)
+    """One CPU device: OLYMPUS_NUM_CPU_DEVICES per process (default 1). Under
+    olympus.distributed, process p's local device j has id p * L + j (L local
+    devices per process); only a process's own devices run its work."""
+    __slots__ = ("id", "process_index")
     platform = "cpu"
     device_kind = "cpu"
-    process_index = 0
     client = None
 
-    def __init__(self, id):
+    def __init__(self, id, process_index=0):
         self.id = id
+        self.process_index = process_index
 
     def __repr__(self):
         return f"CpuDevice(id={self.id})"
@@ -323,40 +326,66 @@ def default_backend():
 
 
 def device_count(backend=None):
-    """Number of devices (CPU devices: OLYMPUS_NUM_CPU_DEVICES, default 1)."""
+    """Number of devices of every process (CPU devices: OLYMPUS_NUM_CPU_DEVICES,
+    default 1, per process)."""
+    return local_device_count(backend) * int(_core.process_count())
+
+
+def local_device_count(backend=None):
+    """Number of this process's devices (OLYMPUS_NUM_CPU_DEVICES, default 1)."""
     _check_backend(backend)
     return int(_core.device_count())
 
 
-def local_device_count(backend=None):
-    return device_count(backend)
+def process_index(backend=None):
+    """This process's index: 0, or its rank under olympus.distributed."""
+    _check_backend(backend)
+    return int(_core.process_index())
+
+
+def process_count(backend=None):
+    """Number of processes: 1, or the mpirun job's size under olympus.distributed."""
+    _check_backend(backend)
+    return int(_core.process_count())
 
 
 _device_list = []
 
 
 def devices(backend=None):
-    """The devices of backend (None or "cpu"), as CpuDevice objects numbered from 0;
-    another platform raises RuntimeError."""
-    _check_backend(backend)
-    n = device_count()
-    if len(_device_list) != n:
-        _device_list[:] = [CpuDevice(i) for i in range(n)]
+    """The devices of backend (None or "cpu") of every process, as CpuDevice
+    objects numbered from 0 (process p's local device j is p * L + j); another
+    platform raises RuntimeError."""
+    n, nproc = local_device_count(backend), int(_core.process_count())
+    if len(_device_list) != n * nproc:
+        _device_list[:] = [CpuDevice(p * n + j, p) for p in range(nproc) for j in range(n)]
     return list(_device_list)
 
 
 def local_devices(process_index=None, backend=None):
-    return devices(backend)
+    """The devices of one process (default: this one)."""
+    p = int(_core.process_index()) if process_index is None else process_index
+    return [d for d in devices(backend) if d.process_index == p]
+
+
+def _local_id(device):
+    """The index this process runs device under; ValueError for another
+    process's device."""
+    me = int(_core.process_index())
+    if device.process_index != me:
+        raise ValueError(f"{device!r} belongs to process {device.process_index}; this is process "
+                         f"{me}, which runs only its own devices (olympus.local_devices())")
+    return device.id - me * local_device_count()
 
 
 def _array_device(x):
     """Array.device: the device the array is on."""
-    return devices()[x._device_id]
+    return local_devices()[x._device_id]
 
 
 def _array_devices(x):
     """Array.devices(): the set of devices holding the array."""
-    return {devices()[x._device_id]}
+    return {local_devices()[x._device_id]}
 
 
 def _array_from_pickle(value):
@@ -382,12 +411,13 @@ def device_put(x, device=None):
     from olympus import tree_util
     if device is not None and not isinstance(device, CpuDevice):
         raise TypeError(f"device_put: device must be an olympus device, got {device!r}")
+    local_id = None if device is None else _local_id(device)
 
     def put(v):
         if _core.is_tracer(v):
             return v
         a = v if isinstance(v, _core.Array) else _core.asarray(v)
-        return a if device is None else _core.device_put(a, device.id)
+        return a if device is None else _core.device_put(a, local_id)
 
     return tree_util.tree_map(put, x)
 

@@ -115,13 +115,13 @@ class _Caller:
         if parsed[0] is not transforms:
             parsed = self.parsed = (transforms, _parse_transforms(transforms))
         if self.with_device:
-            self.func(arg, parsed[1], device=olympus.devices()[device])
+            self.func(arg, parsed[1], device=olympus.local_devices()[device])
         else:
             self.func(arg, parsed[1])
 
     def _call(self, device, transforms, *leaves):
         arg = leaves[0] if self.single_leaf else tree_util.tree_unflatten(self.arg_tree, leaves)
-        kw = {"device": olympus.devices()[device]} if self.with_device else {}
+        kw = {"device": olympus.local_devices()[device]} if self.with_device else {}
         res = self.func(arg, **kw)
         flat, tree = tree_util.tree_flatten(res)
         if tree != self.result_tree:
@@ -230,7 +230,7 @@ def _call(callback_func, arg, *, result_shape=None, call_with_device=False, iden
                          call_with_device, callback_flavor)
     if identity and config.olympus_host_callback_inline and not _core.tracing():
         host = [np.asarray(a) for a in flat_args]
-        kw = {"device": olympus.devices()[0]} if call_with_device else {}
+        kw = {"device": olympus.local_devices()[0]} if call_with_device else {}
         callback_func(tree_util.tree_unflatten(arg_tree, host), (), **kw)
         return tree_util.tree_unflatten(arg_tree, flat_args)
     _start()

@@ -76,8 +76,8 @@ class _ArrayNamespaceInfo:
         return {"boolean indexing": False, "data-dependent shapes": False}
 
     def default_device(self):
-        from olympus import devices
-        return devices()[0]
+        from olympus import local_devices
+        return local_devices()[0]
 
     def devices(self):
         from olympus import devices
