@@ -482,6 +482,18 @@ typedef struct oly_params_eig {
  * n_out (hidden) must equal sub[0]'s output count: the binder sets it, since
  * the output count is computed from params alone. */
 typedef struct oly_params_call { const char *name; int64_t n_out; } oly_params_call;
+/* pmap (src/prims/pmap.c): sub[0], the per-member body, run once per member
+ * of a mesh (oly_program_run_group) whose axis names are axis_name (the tuple
+ * text the collectives use, "('i',)"), sizes and devices (the tuple text of
+ * one device per member, "(0, 1, 2, 3)"); every input and output carries a
+ * leading member axis of size prod(sizes), and member k gets slice k. n_out
+ * (hidden) = sub[0]'s output count. */
+typedef struct oly_params_pmap {
+    const char *axis_name;
+    oly_ints sizes;
+    const char *devices;
+    int64_t n_out;
+} oly_params_pmap;
 
 /* Collectives (src/prims/collective.c), JAX's lax.psum family. Their meaning
  * comes from the named axis they act over, which an enclosing

@@ -693,5 +693,15 @@ oly_status oly__call_jvp_with(oly_call_emit_fn emit, oly_jvp_ctx *ctx, const oly
 oly_status oly__call_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
                                const bool *linear, const oly_atom *ct, const bool *ct_nz,
                                oly_atom *ct_in, bool *ct_in_nz);
+/* The same, the transposed program emitted by emit (pmap wraps it in a pmap). */
+oly_status oly__call_transpose_with(oly_call_emit_fn emit, oly_transpose_ctx *ctx,
+                                    const oly_eqn *eqn, const oly_atom *in, const bool *linear,
+                                    const oly_atom *ct, const bool *ct_nz, oly_atom *ct_in,
+                                    bool *ct_in_nz);
+/* pmap's mesh from its params (src/prims/pmap.c): the member count, or -1
+ * (message set) when the params are malformed; names (NUL-terminated
+ * copies in buf, n bytes) and devices (up to max_members) when not NULL. */
+int oly__pmap_mesh(const oly_params_pmap *p, char *buf, size_t n, const char **names,
+                   int *devices, int max_members);
 
 #endif /* OLYMPUS_INTERNAL_H */

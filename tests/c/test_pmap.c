@@ -466,3 +466,160 @@ TEST(pmap_group_launched_from_a_host_function)
     oly_program_release(s.inner);
     oly_host_fn_release(fn);
 }
+
+/* ---------------------------------------------------------------- the pmap row */
+
+/* x: f32[M, 3] -> pmap over 'i' of (psum(x * x) over 'i'), on devices k % count. */
+static oly_program *pmap_program(void)
+{
+    int64_t d3[] = {3}, d43[] = {M, 3};
+    oly_aval a = tu_aval(OLY_FLOAT32, 1, d3), sa = tu_aval(OLY_FLOAT32, 2, d43);
+    oly_builder *b = NULL;
+    oly_var *x = NULL, *sq = NULL, *s = NULL, *y = NULL;
+    CHECK_OK(oly_builder_new(&b));
+    CHECK_OK(oly_builder_add_input(b, &a, &x));
+    oly_atom xx[2] = {oly_atom_var(x), oly_atom_var(x)};
+    CHECK_OK(oly_builder_append(b, &oly__prim_mul, xx, 2, NULL, NULL, 0, &sq, 1, NULL));
+    oly_atom in = oly_atom_var(sq);
+    CHECK_OK(oly_builder_append(b, &oly__prim_psum, &in, 1, &(oly_params_psum){.axes = "('i',)"},
+                                NULL, 0, &s, 1, NULL));
+    oly_atom out = oly_atom_var(s);
+    oly_program *body = NULL;
+    CHECK_OK(oly_builder_finish(b, &out, 1, &body));
+    oly_builder_free(b);
+
+    char devs[64];
+    snprintf(devs, sizeof devs, "(%d, %d, %d, %d)", dev(0), dev(1), dev(2), dev(3));
+    oly_params_pmap pp = {.axis_name = "('i',)", .sizes = {.n = 1, .v = {M}}, .devices = devs,
+                          .n_out = 1};
+    CHECK_OK(oly_builder_new(&b));
+    CHECK_OK(oly_builder_add_input(b, &sa, &x));
+    in = oly_atom_var(x);
+    CHECK_OK(oly_builder_append(b, &oly__prim_pmap, &in, 1, &pp, &body, 1, &y, 1, NULL));
+    out = oly_atom_var(y);
+    oly_program *p = NULL;
+    CHECK_OK(oly_builder_finish(b, &out, 1, &p));
+    oly_builder_free(b);
+    oly_program_release(body);
+    if (p) CHECK_OK(oly_program_verify(p));
+    return p;
+}
+
+/* X[k, e] = k + e / 4 */
+static oly_array *stacked(void)
+{
+    double v[M * 3];
+    for (int k = 0; k < M; k++)
+        for (int e = 0; e < 3; e++) v[k * 3 + e] = k + e / 4.0;
+    return tu_array(OLY_FLOAT32, 2, (int64_t[]){M, 3}, v);
+}
+
+static double sumsq(int e)
+{
+    double s = 0;
+    for (int k = 0; k < M; k++) s += (k + e / 4.0) * (k + e / 4.0);
+    return s;
+}
+
+TEST(pmap_row_runs_its_body_on_every_member)
+{
+    oly_program *p = pmap_program();
+    oly_array *x = stacked(), *y = NULL;
+    if (p) CHECK_OK(oly_program_run(p, 0, &x, 1, &y, 1));
+    double want[M * 3];
+    for (int k = 0; k < M; k++)
+        for (int e = 0; e < 3; e++) want[k * 3 + e] = sumsq(e);
+    if (y) CHECK(tu_allclose(y, want, M * 3, 1e-6, 0));
+    oly_array_release(y);
+    /* shape rule: the member axis must match */
+    oly_program *body = p ? p->eqn[0].sub[0] : NULL;
+    oly_params_pmap bad = *(const oly_params_pmap *)(p ? p->eqn[0].params : &bad);
+    bad.sizes.v[0] = 3;
+    oly_builder *b = NULL;
+    oly_var *v = NULL, *o = NULL;
+    oly_aval sa = tu_aval(OLY_FLOAT32, 2, (int64_t[]){M, 3});
+    CHECK_OK(oly_builder_new(&b));
+    CHECK_OK(oly_builder_add_input(b, &sa, &v));
+    oly_atom in = oly_atom_var(v);
+    if (body)
+        CHECK_ERR(oly_builder_append(b, &oly__prim_pmap, &in, 1, &bad, &body, 1, &o, 1, NULL),
+                  OLY_ERR_INVALID, "devices must be the tuple text of 3 device ids");
+    oly_builder_free(b);
+    oly_array_release(x);
+    oly_program_release(p);
+}
+
+TEST(pmap_row_vmap_jvp_and_transpose)
+{
+    oly_program *p = pmap_program();
+    if (!p) return;
+    /* vmap outside the pmap (batch of 2 at axis 0): each batch element as alone */
+    oly_program *v = NULL;
+    CHECK_OK(oly_program_vmap(p, (int[]){0}, 2, (int[]){0}, &v));
+    if (v) {
+        CHECK_OK(oly_program_verify(v));
+        double xs[2 * M * 3];
+        for (int i = 0; i < 2 * M * 3; i++) xs[i] = (i % (M * 3)) / 3 / 1.0 + (i % 3) / 4.0 + (i >= M * 3);
+        oly_array *x = tu_array(OLY_FLOAT32, 3, (int64_t[]){2, M, 3}, xs), *y = NULL;
+        CHECK_OK(oly_program_run(v, 0, &x, 1, &y, 1));
+        for (int bi = 0; bi < 2 && y; bi++)
+            for (int e = 0; e < 3; e++) {
+                double s = 0;
+                for (int k = 0; k < M; k++) s += (k + e / 4.0 + bi) * (k + e / 4.0 + bi);
+                CHECK_NEAR(tu_get(y, bi * M * 3 + 1 * 3 + e), s, 1e-3);
+            }
+        oly_array_release(x);
+        oly_array_release(y);
+        oly_program_release(v);
+    }
+    /* jvp: d psum(x^2) = psum(2 x t), as a pmap of the body's JVP */
+    oly_program *j = NULL;
+    bool nz_out = false;
+    CHECK_OK(oly_program_jvp(p, (bool[]){true}, &j, &nz_out));
+    if (j) {
+        CHECK_OK(oly_program_verify(j));
+        CHECK_STREQ(j->eqn[j->n_eqn - 1].prim->name, "pmap");
+        oly_array *in[2] = {stacked(), tu_array(OLY_FLOAT32, 2, (int64_t[]){M, 3}, NULL)};
+        double ones[M * 3];
+        for (int i = 0; i < M * 3; i++) ones[i] = 1;
+        oly_array_release(in[1]);
+        in[1] = tu_array(OLY_FLOAT32, 2, (int64_t[]){M, 3}, ones);
+        oly_array *out[2] = {0};
+        CHECK_OK(oly_program_run(j, 0, in, 2, out, 2));
+        for (int e = 0; e < 3 && out[1]; e++) {
+            double s = 0;
+            for (int k = 0; k < M; k++) s += 2 * (k + e / 4.0);
+            CHECK_NEAR(tu_get(out[1], 2 * 3 + e), s, 1e-4);
+        }
+        release_all(in, 2);
+        release_all(out, 2);
+        oly_program_release(j);
+    }
+    /* linearize + transpose: the VJP of sum-of-squares over members with
+     * cotangent 1 everywhere is 2 x M (psum's transpose is psum) */
+    oly_program *prim = NULL, *lin = NULL, *t = NULL;
+    int n_res = 0;
+    bool nzo = false;
+    CHECK_OK(oly_program_linearize(p, (bool[]){true}, &prim, &lin, &n_res, &nzo));
+    if (lin) CHECK_OK(oly_program_transpose(lin, n_res, &t));
+    if (prim && t) {
+        oly_array *x = stacked(), *pout[8] = {0};
+        CHECK_OK(oly_program_run(prim, 0, &x, 1, pout, 1 + n_res));
+        double ones[M * 3];
+        for (int i = 0; i < M * 3; i++) ones[i] = 1;
+        oly_array *targs[8] = {0}, *ct = NULL;
+        for (int r = 0; r < n_res; r++) targs[r] = pout[1 + r];
+        targs[n_res] = tu_array(OLY_FLOAT32, 2, (int64_t[]){M, 3}, ones);
+        CHECK_OK(oly_program_run(t, 0, targs, n_res + 1, &ct, 1));
+        for (int k = 0; k < M && ct; k++)
+            for (int e = 0; e < 3; e++) CHECK_NEAR(tu_get(ct, k * 3 + e), 2 * M * (k + e / 4.0), 1e-4);
+        oly_array_release(targs[n_res]);
+        oly_array_release(ct);
+        oly_array_release(x);
+        release_all(pout, 1 + n_res);
+    }
+    oly_program_release(prim);
+    oly_program_release(lin);
+    oly_program_release(t);
+    oly_program_release(p);
+}
