@@ -105,7 +105,7 @@ $(BUILD)/examples/ffi/lib%.so: examples/ffi/%.c include/olympus.h
 	$(CC) $(FFI_CFLAGS) -o $@ $< -lm
 
 # The stream and device tests run again with three devices.
-MULTI_DEVICE_TESTS := stream_
+MULTI_DEVICE_TESTS := stream_ pmap_
 # The kernel tests run again at every CPU level this machine supports
 # (OLYMPUS_CPU_LEVEL; `test_c --cpu-levels` lists them, best last): the C
 # tests whose kernels have per-level loops at every level, a Python subset at
@@ -123,6 +123,7 @@ endef
 test-c: $(BUILD)/test_c $(C_EXAMPLES)
 	$(BUILD)/test_c
 	OLYMPUS_NUM_CPU_DEVICES=3 $(BUILD)/test_c $(MULTI_DEVICE_TESTS)
+	OLYMPUS_NUM_CPU_DEVICES=4 $(BUILD)/test_c pmap_
 	$(call run_cpu_levels,$(BUILD)/test_c,)
 ifeq ($(MPI),1)
 	$(MPIRUN) $(BUILD)/test_c mpi_
@@ -176,6 +177,7 @@ tsan: deps
 	$(MAKE) BUILD=build-tsan SAN="-fsanitize=thread" OPT=-O1 build-tsan/test_c
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/test_c
 	TSAN_OPTIONS=halt_on_error=1 OLYMPUS_NUM_CPU_DEVICES=3 build-tsan/test_c $(MULTI_DEVICE_TESTS)
+	TSAN_OPTIONS=halt_on_error=1 OLYMPUS_NUM_CPU_DEVICES=4 build-tsan/test_c pmap_
 
 # libFuzzer over the builder, verifier, transforms and executor: the library and
 # tests/fuzz/fuzz_program.c built with clang, ASan and UBSan, run FUZZ_SECONDS.

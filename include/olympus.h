@@ -521,6 +521,18 @@ typedef struct oly_params_eig {
  * n_out (hidden) must equal sub[0]'s output count: the binder sets it, since
  * the output count is computed from params alone. */
 typedef struct oly_params_call { const char *name; int64_t n_out; } oly_params_call;
+/* pmap (src/prims/pmap.c): sub[0], the per-member body, run once per member
+ * of a mesh (oly_program_run_group) whose axis names are axis_name (the tuple
+ * text the collectives use, "('i',)"), sizes and devices (the tuple text of
+ * one device per member, "(0, 1, 2, 3)"); every input and output carries a
+ * leading member axis of size prod(sizes), and member k gets slice k. n_out
+ * (hidden) = sub[0]'s output count. */
+typedef struct oly_params_pmap {
+    const char *axis_name;
+    oly_ints sizes;
+    const char *devices;
+    int64_t n_out;
+} oly_params_pmap;
 
 /* Collectives (src/prims/collective.c), JAX's lax.psum family. Their meaning
  * comes from the named axis they act over, which an enclosing
@@ -861,6 +873,32 @@ OLY_API oly_status oly_program_transpose(oly_program *linear, int n_res, oly_pro
  * on an output, or by oly_effects_barrier when it has none. */
 OLY_API oly_status oly_program_run(oly_program *p, int device, oly_array *const *inputs, int n_in,
                            oly_array **outputs, int n_out);
+/* A device mesh for a group run: n_axes named axes of the given sizes; its
+ * members are numbered row-major over the axes (the last axis fastest), and
+ * member k runs on devices[k] (prod(sizes) entries, each in [0,
+ * oly_device_count()); a device may appear more than once: members are
+ * threads). Borrowed for the call. */
+typedef struct oly_mesh {
+    int n_axes;
+    const char *const *names;   /* distinct, non-empty */
+    const int *sizes;           /* each >= 1 */
+    const int *devices;         /* prod(sizes) */
+} oly_mesh;
+/* Runs p once per member of mesh, all members at the same time (pmap's
+ * launch): member k reads inputs[k * n_in .. k * n_in + n_in) and its outputs
+ * go to outputs[k * n_out ..] (new references, committed to the member's
+ * device when its inputs were committed). Collectives in p (psum, all_gather,
+ * ...) over the mesh's axes rendezvous among the members; a collective over
+ * some of the axes groups the members that share the other coordinates.
+ * Synchronous: returns when every member has finished. A member that fails
+ * fails the group: members waiting in a collective stop with "psum over 'i'
+ * aborted: device 2 failed: ...", and the call reports the first member's
+ * own failure (its message and payload). Thread-safe; may be called from a
+ * host function (members run on threads of their own, so nothing waits behind
+ * the caller's device). */
+OLY_API oly_status oly_program_run_group(oly_program *p, const oly_mesh *mesh,
+                                         oly_array *const *inputs, int n_in,
+                                         oly_array **outputs, int n_out);
 
 /* Applies one primitive eagerly to concrete arrays through a cached one-equation
  * program (cache keyed by primitive, params and input avals). */

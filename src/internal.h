@@ -250,6 +250,7 @@ typedef oly_status (*oly_shape_rule)(const oly_shape_ctx *ctx, oly_aval *out);
 
 typedef struct oly_run oly_run; /* one execution of a program (opaque outside exec/) */
 typedef struct oly_exe oly_exe; /* a compiled program (opaque outside exec/) */
+typedef struct oly_group oly_group; /* a group run's collective context (src/core/group.c) */
 
 /* A nested program made ready for many runs (loop bodies) by
  * oly_exec_ops.prepare: kernels keep it on their stack and only hand it back
@@ -280,6 +281,13 @@ typedef struct oly_exec_ops {
      * NULL. Borrowed: lives as long as the program. A loop may run it itself
      * instead of prepared_run; both give the same values. */
     const struct oly_scalar_prog *(*scalar)(const oly_exec_prep *pr);
+    /* The group run (pmap member) that run belongs to, and its member index
+     * in *member; NULL when no group binds axis names here. */
+    oly_group *(*group)(const oly_run *run, int *member);
+    /* Runs p once per member of mesh, concurrently, nested in run (pmap's
+     * kernel): member k reads in[k * p->n_in ..] and writes out[k * p->n_out ..]. */
+    oly_status (*run_group)(oly_run *run, oly_program *p, const oly_mesh *mesh,
+                            const void *const *in, void *const *out);
 } oly_exec_ops;
 
 /* What a CPU kernel sees: dense C-order buffers. ith/nth split the work
@@ -569,6 +577,67 @@ void oly__cpu_scalar_loop_load(oly_scalar_loop *L, const void *const *body_const
 void oly__cpu_scalar_loop_run(oly_scalar_loop *L, int64_t max_iter);
 void oly__cpu_scalar_loop_store(const oly_scalar_loop *L, void *const *carries);
 
+/* ---------------------------------------------------------------- groups (src/core/group.c) */
+
+/* A group run's collective context: the mesh (axis names, sizes, the member
+ * devices, members numbered row-major) and the rendezvous its collectives
+ * meet at. Made by whoever launches the group (src/rt), found by kernels
+ * through ctx->exec->group. */
+#define OLY_GROUP_MAX 4096      /* members of one group at most */
+/* Checks and copies mesh into a new group; fails (INVALID) saying what is wrong. */
+oly_status oly__group_new(const oly_mesh *mesh, oly_group **out);
+void oly__group_free(oly_group *g); /* accepts NULL */
+int oly__group_size(const oly_group *g);
+int oly__group_device(const oly_group *g, int member);
+/* Where a member sits among those a collective over some mesh axes groups
+ * (the members sharing its coordinates on the other axes): size of that
+ * subgroup, the member's index in it (row-major over the named axes, the
+ * first name major). */
+typedef struct oly_group_axes {
+    int n;
+    int axis[OLY_MAX_RANK];     /* mesh axis of each name */
+    int stride[OLY_MAX_RANK];   /* member-number stride of that axis */
+    int size, index;
+} oly_group_axes;
+/* Fills out for member over the n_names names (s[i], len[i] bytes each; not
+ * terminated); false when a name is no axis of the mesh. */
+bool oly__group_axes(const oly_group *g, int member, int n_names, const char *const *names,
+                     const int *lens, oly_group_axes *out);
+/* The member with index j in member's subgroup along ax. */
+int oly__group_peer(const oly_group *g, int member, const oly_group_axes *ax, int j);
+/* A barrier of every member: publishes `publish` (unless NULL) as member's
+ * slot, then waits for the others (blocking hooks). Fails when a member
+ * failed or finished without arriving: "<what> aborted: device 2 failed:
+ * ...". Slots published at one barrier stay readable until the next. */
+oly_status oly__group_sync(oly_group *g, int member, const void *publish, const char *what);
+const void *oly__group_slot(const oly_group *g, int member);
+/* member's run failed with st (this thread's message and payload): the group
+ * keeps the first failure and wakes every waiting member. */
+void oly__group_fail(oly_group *g, int member, oly_status st);
+/* member's run finished without failing. */
+void oly__group_leave(oly_group *g, int member);
+/* OLY_OK, or the group's first failure made this thread's error (payload included). */
+oly_status oly__group_report(oly_group *g);
+
+/* The hook a cross-process transport (MPI: one leader member per process)
+ * plugs into. A collective's kernel, after its local phase, has the leader
+ * (subgroup index 0) call the matching entry on the locally reduced or
+ * gathered buffer, then a barrier lets the other local members read the
+ * result; an entry's failure poisons the local group like a member's. None
+ * is installed in this build: collectives are local (one process). */
+typedef struct oly_group_transport {
+    /* in place: buf (n elements of dtype) := the op (0 sum, 1 max, 2 min)
+     * over every process's buf. */
+    oly_status (*allreduce)(const oly_group *g, void *buf, int64_t n, oly_dtype dtype, int op);
+} oly_group_transport;
+void oly__group_set_transport(const oly_group_transport *t);
+const oly_group_transport *oly__group_transport(void); /* NULL: one process */
+
+/* Axis names of a collective's params text "('i', 'j')" (src/prims/collective.c):
+ * up to max names as (s[i], len[i]) pointing into t; the count, or -1 when t
+ * is not such a text. */
+int oly__axis_names(const char *t, const char **s, int *len, int max);
+
 /* ---------------------------------------------------------------- devices */
 
 /* OLYMPUS_NUM_CPU_DEVICES's value as a device count: 1 when s is NULL, empty
@@ -624,5 +693,15 @@ oly_status oly__call_jvp_with(oly_call_emit_fn emit, oly_jvp_ctx *ctx, const oly
 oly_status oly__call_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
                                const bool *linear, const oly_atom *ct, const bool *ct_nz,
                                oly_atom *ct_in, bool *ct_in_nz);
+/* The same, the transposed program emitted by emit (pmap wraps it in a pmap). */
+oly_status oly__call_transpose_with(oly_call_emit_fn emit, oly_transpose_ctx *ctx,
+                                    const oly_eqn *eqn, const oly_atom *in, const bool *linear,
+                                    const oly_atom *ct, const bool *ct_nz, oly_atom *ct_in,
+                                    bool *ct_in_nz);
+/* pmap's mesh from its params (src/prims/pmap.c): the member count, or -1
+ * (message set) when the params are malformed; names (NUL-terminated
+ * copies in buf, n bytes) and devices (up to max_members) when not NULL. */
+int oly__pmap_mesh(const oly_params_pmap *p, char *buf, size_t n, const char **names,
+                   int *devices, int max_members);
 
 #endif /* OLYMPUS_INTERNAL_H */

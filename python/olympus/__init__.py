@@ -59,6 +59,7 @@ from . import random  # noqa: E402
 from ._src import array_methods as _array_methods  # noqa: E402
 from ._src import ad as _ad  # noqa: E402
 from ._src.callback import pure_callback, effects_barrier  # noqa: E402
+from ._src.pmap import pmap  # noqa: E402
 from . import debug  # noqa: E402
 from . import experimental  # noqa: E402
 from . import ffi  # noqa: E402
@@ -93,7 +94,7 @@ __all__ = [
     "ShapeDtypeStruct", "CpuDevice", "devices", "local_devices", "device_count",
     "local_device_count", "block_until_ready", "device_put", "device_get", "tree_util",
     "numpy", "lax", "pure_callback", "effects_barrier", "debug", "experimental", "ffi",
-    "vmap", "jvp", "linearize", "vjp", "grad", "value_and_grad", "jacfwd", "jacrev", "hessian",
+    "vmap", "pmap", "jvp", "linearize", "vjp", "grad", "value_and_grad", "jacfwd", "jacrev", "hessian",
     "linear_transpose", "custom_jvp", "custom_vjp", "checkpoint", "remat", "closure_convert",
     "eval_shape", "errors", "sharding", "enable_x64", "disable_x64", "jacobian", "disable_jit",
     "ensure_compile_time_eval", "test_util", "tree", "nn", "scipy", "distributed",

@@ -149,6 +149,12 @@ struct oly_run {
     const oly_run *parent;      /* borrowed; NULL at top level */
     int device;
     int depth;                  /* nesting depth on this thread, 1 at top level */
+    oly_group *group;           /* borrowed: the group run this is a member of (nested
+                                   runs inherit it), or NULL */
+    int member;                 /* the member index in group */
+    bool shared;                /* a group member: its device may be running other work
+                                   (members are threads of their own), so it takes no
+                                   spare run state; inherited */
 };
 
 /* The executable of p, compiling and caching it on first use. Borrowed: it
@@ -192,6 +198,22 @@ typedef bool (*oly_exec_pool_fn)(void (*work)(void *arg, int share), void *arg, 
 /* Lends run (NULL: none) with its size, the caller included. Thread-safe;
  * runs already splitting finish with the pool they found. */
 void oly__exec_set_pool(oly_exec_pool_fn run, int threads);
+
+/* The group launcher the runtime lends the executor (src/rt/group.c): runs
+ * exe once per member of g at the same time, member k on g's device k with
+ * inputs in[k * n_in ..] (in_arrays likewise, or NULL) and outputs
+ * out[k * n_out ..], each through oly__exec_run_member, nested in parent
+ * (NULL at top level); returns when every member has finished, with the
+ * group's first failure. */
+typedef oly_status (*oly_exec_group_fn)(const oly_run *parent, const oly_exe *exe, oly_group *g,
+                                        const void *const *in, oly_array *const *in_arrays,
+                                        void *const *out);
+void oly__exec_set_group(oly_exec_group_fn run);
+/* One member's run of exe (a group launcher's work): as oly__exec_run, with
+ * the run bound to group g as member. */
+oly_status oly__exec_run_member(const oly_run *parent, const oly_exe *exe, oly_group *g,
+                                int member, const void *const *in, oly_array *const *in_arrays,
+                                void *const *out);
 
 /* The ops kernels run nested programs with (oly_kernel_ctx.exec; run.c). */
 extern const oly_exec_ops oly__exec_ops;

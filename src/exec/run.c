@@ -217,12 +217,14 @@ static bool sole_owner(oly_array *a)
 static run_state *state_take(const oly_exe *exe, const oly_run *parent, int device, int depth)
 {
     run_state *rs = NULL;
-    if (exe->pool) { /* the spare slot is the only field runs write */
+    bool shared = parent && parent->shared;
+    if (exe->pool && !shared) { /* the spare slot is the only field runs write */
         rs = exe->spare[device];
         exe->spare[device] = NULL;
     }
     if (!rs && !(rs = state_new(exe))) return NULL;
-    rs->run = (oly_run){parent, device, depth};
+    rs->run = (oly_run){parent, device, depth, parent ? parent->group : NULL,
+                        parent ? parent->member : 0, shared};
     if (rs->ctx_device != device) { /* rare: the same state used on another device */
         for (int i = 0; i < exe->n_step; i++) rs->ctx[i].device = device;
         rs->ctx_device = device;
@@ -235,7 +237,7 @@ static run_state *state_take(const oly_exe *exe, const oly_run *parent, int devi
 static void state_put(const oly_exe *exe, run_state *rs)
 {
     int device = rs->run.device;
-    if (exe->pool && !exe->spare[device]) exe->spare[device] = rs;
+    if (exe->pool && !rs->run.shared && !exe->spare[device]) exe->spare[device] = rs;
     else state_free(exe, rs);
 }
 
@@ -385,6 +387,52 @@ oly_status oly__exec_run(oly_run *parent, const oly_exe *exe, int device, const 
     return st;
 }
 
+oly_status oly__exec_run_member(const oly_run *parent, const oly_exe *exe, oly_group *g,
+                                int member, const void *const *in, oly_array *const *in_arrays,
+                                void *const *out)
+{
+    int *tdepth = parent ? NULL : &thread_depth;
+    int depth = (parent ? parent->depth : *tdepth) + 1;
+    if (depth > OLY_EXEC_MAX_DEPTH) return depth_error();
+    /* a shared parent: no spare is taken (other members run exe on other
+     * threads, maybe on this very device) */
+    oly_run top = {.parent = parent, .depth = depth - 1, .group = g, .member = member,
+                   .shared = true};
+    run_state *rs = state_take(exe, &top, oly__group_device(g, member), depth);
+    if (!rs) return OLY_ERR_NOMEM;
+    rs->run.parent = parent;
+    oly_status st = run_once(rs, exe, in, in_arrays, out, tdepth);
+    state_put(exe, rs);
+    return st;
+}
+
+/* The group launcher src/rt lends (oly__exec_set_group); NULL: none yet. */
+static _Atomic(oly_exec_group_fn) group_run;
+
+void oly__exec_set_group(oly_exec_group_fn run) { atomic_store(&group_run, run); }
+
+static oly_group *run_group_of(const oly_run *run, int *member)
+{
+    *member = run ? run->member : 0;
+    return run ? run->group : NULL;
+}
+
+static oly_status run_group_raw(oly_run *run, oly_program *p, const oly_mesh *mesh,
+                                const void *const *in, void *const *out)
+{
+    oly_exec_group_fn launch = atomic_load(&group_run);
+    if (!launch)
+        return oly__error(OLY_ERR_INTERNAL, "a group run needs the runtime (src/rt), which "
+                                            "has not started");
+    const oly_exe *exe;
+    OLY_TRY(oly__exec_get(p, &exe));
+    oly_group *g;
+    OLY_TRY(oly__group_new(mesh, &g));
+    oly_status st = launch(run, exe, g, in, NULL, out);
+    oly__group_free(g);
+    return st;
+}
+
 oly_status oly__exec_prepare(const oly_run *parent, oly_program *p, int device, oly_exec_prep *out)
 {
     *out = (oly_exec_prep){0};
@@ -430,6 +478,8 @@ const oly_exec_ops oly__exec_ops = {
     .prepared_run = oly__exec_prepared_run,
     .prepared_done = oly__exec_prepared_done,
     .scalar = prepared_scalar,
+    .group = run_group_of,
+    .run_group = run_group_raw,
 };
 
 static oly_status check_input(const oly_program *p, int i, const oly_array *a)

@@ -151,6 +151,14 @@ oly_status oly__call_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn, const
                                const bool *linear, const oly_atom *ct, const bool *ct_nz,
                                oly_atom *ct_in, bool *ct_in_nz)
 {
+    return oly__call_transpose_with(emit_inline, ctx, eqn, in, linear, ct, ct_nz, ct_in, ct_in_nz);
+}
+
+oly_status oly__call_transpose_with(oly_call_emit_fn emit, oly_transpose_ctx *ctx,
+                                    const oly_eqn *eqn, const oly_atom *in, const bool *linear,
+                                    const oly_atom *ct, const bool *ct_nz, oly_atom *ct_in,
+                                    bool *ct_in_nz)
+{
     int n = eqn->n_in, m = eqn->n_out, n_res = 0;
     for (int i = 0; i < n; i++) n_res += !linear[i];
     oly_program *lin = NULL, *t = NULL;
@@ -170,7 +178,7 @@ oly_status oly__call_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn, const
             st = oly__emit_full(ctx->b, &a, 0.0, &args[k++]);
         }
     }
-    if (st == OLY_OK) st = oly__emit_inline(ctx->b, t, args, res);
+    if (st == OLY_OK) st = emit(ctx->b, eqn, t, args, res);
     if (st != OLY_OK) goto done;
     k = 0;
     for (int i = 0; i < n; i++) {

@@ -59,6 +59,17 @@ static bool parse_names(const char *t, names *nm)
     }
 }
 
+int oly__axis_names(const char *t, const char **s, int *len, int max)
+{
+    names nm;
+    if (!parse_names(t, &nm)) return -1;
+    for (int k = 0; k < nm.n && k < max; k++) {
+        s[k] = nm.s[k];
+        len[k] = nm.len[k];
+    }
+    return nm.n;
+}
+
 static bool names_has(const names *nm, const char *name)
 {
     size_t len = strlen(name);

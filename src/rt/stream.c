@@ -72,6 +72,7 @@ static oly_status init_streams(void)
 {
     if (atomic_load_explicit(&streams, memory_order_acquire)) return OLY_OK;
     oly__pool_install(); /* the executor may split kernels from now on */
+    oly__group_install(); /* and run groups (pmap) */
     pthread_mutex_lock(&init_mu);
     if (!atomic_load(&streams)) {
         int n = oly_device_count();
@@ -93,6 +94,8 @@ static oly_status init_streams(void)
                ? OLY_OK
                : oly__error(OLY_ERR_NOMEM, "out of memory making the device streams");
 }
+
+void oly__stream_install(void) { (void)init_streams(); }
 
 /* ---------------------------------------------------------------- dispatch mode */
 
@@ -314,6 +317,39 @@ done:
 }
 
 /* ---------------------------------------------------------------- barriers */
+
+void oly__stream_drain(int device)
+{
+    if (init_streams() != OLY_OK) return;
+    stream *s = &streams[device];
+    if (running_here(s)) return; /* work behind this thread's run would wait for it */
+    bool entered = false;
+    void *token = NULL;
+    pthread_mutex_lock(&s->mu);
+    uint64_t target = s->issued;
+    while (s->finished < target) {
+        if (!entered) {
+            pthread_mutex_unlock(&s->mu);
+            token = oly__blocking_enter(&entered);
+            entered = true;
+            pthread_mutex_lock(&s->mu);
+            continue;
+        }
+        s->drain_waiters++;
+        pthread_cond_wait(&s->drained, &s->mu);
+        s->drain_waiters--;
+    }
+    pthread_mutex_unlock(&s->mu);
+    oly__blocking_leave(entered, token);
+}
+
+int oly__stream_running_device(void)
+{
+    stream *all = atomic_load_explicit(&streams, memory_order_acquire);
+    for (int d = 0; all && d < n_streams; d++)
+        if (running_here(&all[d])) return d;
+    return -1;
+}
 
 oly_status oly_effects_barrier(void)
 {

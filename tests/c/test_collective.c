@@ -674,7 +674,7 @@ TEST(collective_unbound_at_run_time)
     oly_array *x = tu_array(OLY_FLOAT64, 1, (int64_t[]){2}, NULL), *y = NULL;
     if (p)
         CHECK_ERR(oly_program_run(p, 0, &x, 1, &y, 1), OLY_ERR_INVALID,
-                  "psum: unbound axis name ('i',): a collective runs only inside a vmap");
+                  "psum: unbound axis name ('i',): a collective runs only inside a pmap or a vmap");
     CHECK(y == NULL);
     /* batched over another name it stays a psum, still unbound */
     oly_program *v = p ? vmap_all(p, 0, N, "j") : NULL;

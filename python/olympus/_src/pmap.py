@@ -1,0 +1,173 @@
+"""olympus.pmap: a function run once per device at the same time, as JAX's
+pmap. The body is traced once per member (its axis name bound in the axis
+environment, so the lax collectives accept it) and bound as one `pmap`
+equation (src/prims/pmap.c) whose kernel runs a group over the devices
+(src/rt/group.c); every input and output of that equation carries a leading
+member axis. Results are stacked arrays on the first device (JAX shards them
+over the devices; here every member's slice lives in one buffer)."""
+import itertools
+
+import numpy as np
+
+from olympus import _core
+from olympus._src import parallel as _par
+from olympus._src.ad import _aval, _leaf_value
+
+tree_flatten = _core.tree_flatten
+tree_unflatten = _core.tree_unflatten
+
+__all__ = ["pmap"]
+
+_anon = itertools.count()
+
+
+def bind_mesh(body, names, sizes, devices, args):
+    """Binds the `pmap` row: `body(*leaves)` (flat leaves in, flat leaves out)
+    traced per member with every mesh axis name bound, run once per member of
+    the mesh (names, sizes: row-major; devices: one device id per member).
+    args: flat arrays or tracers, each with a leading member axis of
+    prod(sizes). Returns the flat outputs, each with that leading axis. The
+    building block of pmap (and of a shard_map later)."""
+    import olympus.numpy as jnp
+    n = int(np.prod(sizes))
+    avals = [_aval(a) for a in args]
+    member = [(tuple(s[1:]), d, w) for s, d, w in avals]
+    frames = [_par.axis_frame(nm, sz) for nm, sz in zip(names, sizes)]
+    for f in frames:
+        f.__enter__()
+    try:
+        prog, caps = _core.trace(body, member)
+    finally:
+        for f in reversed(frames):
+            f.__exit__(None, None, None)
+    caps = [jnp.broadcast_to(c, (n,) + tuple(np.shape(c))) for c in caps]
+    params = {"axis_name": _par._text(tuple(names)), "sizes": tuple(int(s) for s in sizes),
+              "devices": "(" + ", ".join(str(int(d)) for d in devices) +
+                         ("," if len(devices) == 1 else "") + ")",
+              "n_out": prog.n_out}
+    return list(_core.bind_subs("pmap", list(args) + caps, params, [prog]))
+
+
+def _axes_for(in_axes, args):
+    if isinstance(in_axes, (int, type(None))):
+        return [in_axes] * len(args)
+    if isinstance(in_axes, list):
+        in_axes = tuple(in_axes)
+    if not isinstance(in_axes, tuple) or len(in_axes) != len(args):
+        raise ValueError(f"pmap in_axes specification must be a tree prefix of the "
+                         f"corresponding value, got specification {in_axes!r} for value tree "
+                         f"of {len(args)} positional arguments")
+    return list(in_axes)
+
+
+def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnums=(),
+         devices=None, axis_size=None, donate_argnums=(), backend=None, global_arg_shapes=None):
+    """Maps fun over the leading axis of its arguments (in_axes picks
+    another; None broadcasts), one member per device, all at the same time;
+    collectives over axis_name (psum, all_gather, ...) act across members."""
+    import olympus
+    import olympus.numpy as jnp
+    if axis_name is not None:
+        _par.check_axis_name(axis_name)
+    static = static_broadcasted_argnums
+    static = (static,) if isinstance(static, int) else tuple(static)
+    name = axis_name if axis_name is not None else f"_pmap{next(_anon)}"
+
+    def wrapped(*args, **kwargs):
+        if kwargs:
+            raise NotImplementedError("pmap does not support keyword arguments")
+        st = {i % len(args) for i in static} if args else set()
+        dyn = [a for i, a in enumerate(args) if i not in st]
+        axes = _axes_for(in_axes, dyn) if not isinstance(in_axes, tuple) or \
+            len(in_axes) == len(dyn) else _axes_for(
+                tuple(a for i, a in enumerate(in_axes) if i not in st), dyn)
+        leaves, leaf_axes, trees = [], [], []
+        for a, ax in zip(dyn, axes):
+            ls, tree = tree_flatten(a)
+            trees.append(tree)
+            for v in ls:
+                v = _leaf_value(v)
+                leaves.append(v)
+                leaf_axes.append(ax)
+        sizes = set()
+        for v, ax in zip(leaves, leaf_axes):
+            if ax is None:
+                continue
+            nd = np.ndim(v)
+            if not -nd <= ax < nd:
+                raise ValueError(f"pmap was requested to map its argument along axis {ax}, "
+                                 f"which implies that its rank should be at least {ax + 1}, "
+                                 f"but is only {nd} (its shape is {np.shape(v)})")
+            sizes.add(np.shape(v)[ax])
+        if len(sizes) > 1:
+            raise ValueError("pmap got inconsistent sizes for array axes to be mapped: "
+                             f"{sorted(sizes)}")
+        if sizes:
+            n = sizes.pop()
+            if axis_size is not None and axis_size != n:
+                raise ValueError(f"pmap got axis_size={axis_size} but the mapped axes have "
+                                 f"size {n}")
+        elif axis_size is not None:
+            n = axis_size
+        else:
+            raise ValueError("pmap requires at least one argument with a mapped axis, or "
+                             "axis_size")
+        devs = list(devices) if devices is not None else olympus.devices()
+        if devices is not None and len(devs) != n:
+            raise ValueError(f"Leading axis size of input to pmapped function must equal the "
+                             f"number of local devices passed to pmap. Got axis_size={n}, "
+                             f"num_local_devices={len(devs)}.")
+        if n > len(devs):
+            raise ValueError(f"compiling computation that requires {n} logical devices, but "
+                             f"only {len(devs)} CPU devices are available (num_replicas={n})")
+        ids = [d.id if hasattr(d, "id") else int(d) for d in devs[:n]]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"pmap got duplicate devices: {ids}")
+        stacked = []
+        for v, ax in zip(leaves, leaf_axes):
+            if ax is None:
+                v = jnp.broadcast_to(v, (n,) + tuple(np.shape(v)))
+            else:
+                v = jnp.moveaxis(v, ax, 0) if ax % max(np.ndim(v), 1) != 0 else jnp.asarray(v)
+            stacked.append(v)
+        out_tree = []
+
+        def body(*flat):
+            it = iter(flat)
+            rebuilt, k = [], 0
+            for tree in trees:
+                m = tree.num_leaves
+                rebuilt.append(tree_unflatten(tree, list(flat[k:k + m])))
+                k += m
+            full, j = [], 0
+            for i in range(len(args)):
+                if i in st:
+                    full.append(args[i])
+                else:
+                    full.append(rebuilt[j])
+                    j += 1
+            del it
+            out = fun(*full)
+            ol, ot = tree_flatten(out)
+            out_tree.append(ot)
+            return ol
+        outs = bind_mesh(body, [name], [n], ids, stacked)
+        ot = out_tree[-1]
+        oaxes = out_axes if not isinstance(out_axes, (int, type(None))) else \
+            [out_axes] * len(outs)
+        if not isinstance(oaxes, (list, tuple)) or len(oaxes) != len(outs):
+            oaxes = tree_flatten(out_axes)[0] if len(tree_flatten(out_axes)[0]) == len(outs) \
+                else [0] * len(outs)
+        res = []
+        for o, ax in zip(outs, oaxes):
+            if ax is None:
+                res.append(o[0])  # the value does not vary (JAX requires it): member 0's
+            elif ax != 0:
+                res.append(jnp.moveaxis(o, 0, ax))
+            else:
+                res.append(o)
+        return tree_unflatten(ot, res)
+
+    wrapped.__wrapped__ = fun
+    wrapped.__name__ = getattr(fun, "__name__", "pmap_fun")
+    return wrapped

@@ -1,0 +1,240 @@
+/* pmap.c — `pmap`: the nested program sub[0] (one member's body) run once
+ * per member of a device mesh at the same time (a group run, src/rt/group.c),
+ * with the mesh's axis names bound for the collectives inside. Every input
+ * and output has a leading member axis of size prod(sizes); member k gets
+ * slice k. Params: axis_name (the mesh's names as the collectives' tuple
+ * text), sizes, devices (tuple text, one per member), n_out (hidden).
+ * Rules, as JAX's: batch (a vmap outside the pmap) vmaps the body, the batch
+ * dim right after the member axis; jvp is the pmap of the body's JVP;
+ * transpose the pmap of the body transposed as a whole (residuals first);
+ * effects are the body's (oly__eqn_effects). */
+#include "trans/trans.h"
+
+static const oly_param_field pmap_fields[] = {
+    OLY_FIELD(oly_params_pmap, axis_name, OLY_FIELD_STR),
+    OLY_FIELD(oly_params_pmap, sizes, OLY_FIELD_INTS),
+    OLY_FIELD(oly_params_pmap, devices, OLY_FIELD_STR),
+    {.name = "n_out", .kind = OLY_FIELD_INT, .offset = offsetof(oly_params_pmap, n_out),
+     .hidden = true},
+};
+
+int oly__pmap_mesh(const oly_params_pmap *p, char *buf, size_t n, const char **names,
+                   int *devices, int max_members)
+{
+    const char *s[OLY_MAX_RANK];
+    int len[OLY_MAX_RANK];
+    if (!p) return oly__error(OLY_ERR_INVALID, "pmap: params are NULL"), -1;
+    int na = oly__axis_names(p->axis_name, s, len, OLY_MAX_RANK);
+    if (na < 1 || na > OLY_MAX_RANK || na != p->sizes.n) {
+        oly__error(OLY_ERR_INVALID,
+                   "pmap: axis_name must be the tuple text of one name per mesh axis such as "
+                   "('i',), with sizes of the same length; got %s and sizes %s",
+                   p->axis_name ? p->axis_name : "NULL", oly__show_ints(&p->sizes).s);
+        return -1;
+    }
+    int64_t members = 1;
+    for (int a = 0; a < na; a++) {
+        if (p->sizes.v[a] < 1 || p->sizes.v[a] > OLY_GROUP_MAX) {
+            oly__error(OLY_ERR_INVALID, "pmap: mesh axis sizes must be >= 1, got %s",
+                       oly__show_ints(&p->sizes).s);
+            return -1;
+        }
+        members *= p->sizes.v[a];
+        if (members > OLY_GROUP_MAX) {
+            oly__error(OLY_ERR_INVALID, "pmap: at most %d members, got sizes %s", OLY_GROUP_MAX,
+                       oly__show_ints(&p->sizes).s);
+            return -1;
+        }
+    }
+    size_t used = 0;
+    for (int a = 0; names && a < na; a++) {
+        if (used + (size_t)len[a] + 1 > n) return oly__error(OLY_ERR_INVALID, "pmap: axis names too long"), -1;
+        memcpy(buf + used, s[a], (size_t)len[a]);
+        buf[used + (size_t)len[a]] = '\0';
+        names[a] = buf + used;
+        used += (size_t)len[a] + 1;
+    }
+    /* devices: "(0, 1, 2)" with one entry per member ("(0,)" for one) */
+    const char *t = p->devices;
+    int count = 0;
+    if (t && *t == '(') {
+        t++;
+        for (;;) {
+            while (*t == ' ') t++;
+            if (*t == ')') break;
+            char *end;
+            long d = strtol(t, &end, 10);
+            if (end == t || d < 0) { count = -1; break; }
+            if (devices && count < max_members) devices[count] = (int)d;
+            count++;
+            t = end;
+            while (*t == ' ') t++;
+            if (*t == ',') t++;
+            else if (*t != ')') { count = -1; break; }
+        }
+    } else {
+        count = -1;
+    }
+    if (count != members) {
+        oly__error(OLY_ERR_INVALID,
+                   "pmap: devices must be the tuple text of %lld device ids (one per member), "
+                   "got %s", (long long)members, p->devices ? p->devices : "NULL");
+        return -1;
+    }
+    return (int)members;
+}
+
+static int pmap_num_outputs(const void *params, int n_in)
+{
+    const oly_params_pmap *p = params;
+    if (!p || p->n_out < 0 || p->n_out > 1 << 20) return -1;
+    return (int)p->n_out;
+}
+
+static oly_status pmap_shape(const oly_shape_ctx *ctx, oly_aval *out)
+{
+    const oly_params_pmap *p = ctx->params;
+    int m = oly__pmap_mesh(p, NULL, 0, NULL, NULL, 0);
+    if (m < 0) return OLY_ERR_INVALID;
+    if (ctx->n_sub != 1 || !ctx->sub || !ctx->sub[0])
+        return oly__error(OLY_ERR_INVALID, "pmap: expected 1 nested program, got %d", ctx->n_sub);
+    const oly_program *sub = ctx->sub[0];
+    if (ctx->n_in != sub->n_in)
+        return oly__error(OLY_ERR_INVALID, "pmap: nested program takes %d inputs, got %d",
+                          sub->n_in, ctx->n_in);
+    if (ctx->n_out != sub->n_out)
+        return oly__error(OLY_ERR_INVALID,
+                          "pmap: params n_out is %d but the nested program has %d outputs",
+                          ctx->n_out, sub->n_out);
+    for (int i = 0; i < ctx->n_in; i++) {
+        const oly_aval *want = &sub->in[i]->aval, *got = &ctx->in[i];
+        bool ok = got->dtype == want->dtype && got->rank == want->rank + 1 && got->dims[0] == m;
+        for (int d = 0; ok && d < want->rank; d++) ok = got->dims[d + 1] == want->dims[d];
+        if (!ok)
+            return oly__error(want->dtype != got->dtype ? OLY_ERR_TYPE : OLY_ERR_SHAPE,
+                              "pmap: input %d: expected the body's %s with a leading member axis "
+                              "of size %d, got %s",
+                              i, oly__show_aval(want).s, m, oly__show_aval(got).s);
+    }
+    for (int k = 0; k < sub->n_out; k++) {
+        oly_aval a = oly__atom_aval(&sub->out[k]);
+        if (a.rank >= OLY_MAX_RANK)
+            return oly__error(OLY_ERR_SHAPE, "pmap: output %d (%s) has the largest rank already",
+                              k, oly__show_aval(&a).s);
+        out[k] = a;
+        out[k].rank = a.rank + 1;
+        out[k].weak = false;
+        out[k].dims[0] = m;
+        for (int d = 0; d < a.rank; d++) out[k].dims[d + 1] = a.dims[d];
+    }
+    return OLY_OK;
+}
+
+/* A pmap of prog with eqn's mesh. */
+static oly_status emit_pmap(oly_builder *b, const oly_eqn *eqn, oly_program *prog,
+                            const oly_atom *in, oly_atom *out)
+{
+    oly_params_pmap q = *(const oly_params_pmap *)eqn->params;
+    q.n_out = prog->n_out;
+    return oly__emit(b, eqn->prim, in, prog->n_in, &q, &prog, 1, out);
+}
+
+/* vmap outside: the batch dim of every mapped input moved to 1 (right after
+ * the member axis), the body vmapped over it (unmapped inputs stay so), its
+ * outputs batched at 1. */
+static oly_status pmap_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                             const int *in_bdim, oly_atom *out, int *out_bdim)
+{
+    int n = eqn->n_in, m = eqn->n_out;
+    int *axes = oly__calloc((size_t)n + (size_t)m + 1, sizeof *axes);
+    oly_atom *args = oly__calloc((size_t)n + 1, sizeof *args);
+    oly_status st = axes && args ? OLY_OK : OLY_ERR_NOMEM;
+    for (int i = 0; i < n && st == OLY_OK; i++) {
+        args[i] = in[i];
+        axes[i] = OLY_NOT_MAPPED;
+        if (in_bdim[i] == OLY_NOT_MAPPED) continue;
+        axes[i] = 0;
+        st = oly__batch_move(ctx, in[i], in_bdim[i], 1, &args[i]);
+    }
+    oly_program *sub = NULL;
+    if (st == OLY_OK) st = oly_program_vmap(eqn->sub[0], axes, ctx->size, axes + n, &sub);
+    if (st == OLY_OK) st = emit_pmap(ctx->b, eqn, sub, args, out);
+    for (int j = 0; st == OLY_OK && j < m; j++) out_bdim[j] = 1;
+    oly_program_release(sub);
+    free(axes);
+    free(args);
+    return st;
+}
+
+/* jvp: a pmap of the body for the primal outputs and a pmap of the body's
+ * JVP keeping only its tangent outputs, so partial evaluation (which never
+ * splits a nested program) sends the first to the known side and the second,
+ * whole, to the linear side, where transpose transposes its body with the
+ * primals as residuals. The second recomputes the primal inside; a body with
+ * effects would run them twice, so it gets one pmap of its full JVP instead
+ * (jvp works; linearize, hence grad, then refuses it). */
+static oly_status pmap_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
+                           const oly_atom *tangent, const bool *tan_nz, oly_atom *primal_out,
+                           oly_atom *tangent_out, bool *out_nz)
+{
+    oly_program *sub = eqn->sub[0];
+    if (sub->effects)
+        return oly__call_jvp_with(emit_pmap, ctx, eqn, primal, tangent, tan_nz, primal_out,
+                                  tangent_out, out_nz);
+    int n = eqn->n_in, m = eqn->n_out;
+    oly_program *j = NULL, *jt = NULL;
+    oly_builder *b = NULL;
+    oly_atom *args = oly__calloc(2 * (size_t)n + 1, sizeof *args);
+    oly_atom *res = oly__calloc(2 * (size_t)m + 1, sizeof *res);
+    oly_status st = args && res ? OLY_OK : OLY_ERR_NOMEM;
+    if (st == OLY_OK) st = emit_pmap(ctx->b, eqn, sub, primal, primal_out);
+    if (st == OLY_OK) st = oly_program_jvp(sub, tan_nz, &j, out_nz);
+    int n_t = 0, k = n;
+    for (int o = 0; st == OLY_OK && o < m; o++) n_t += out_nz[o];
+    if (st != OLY_OK || n_t == 0) goto done;
+    /* j without its primal outputs */
+    for (int i = 0; i < n; i++) args[i] = primal[i];
+    for (int i = 0; i < n; i++)
+        if (tan_nz[i]) args[k++] = tangent[i];
+    oly_atom *jin = oly__calloc((size_t)j->n_in + 1, sizeof *jin);
+    st = jin ? oly_builder_new(&b) : OLY_ERR_NOMEM;
+    for (int i = 0; i < j->n_in && st == OLY_OK; i++) {
+        oly_var *v;
+        st = oly_builder_add_input(b, &j->in[i]->aval, &v);
+        if (st == OLY_OK) jin[i] = oly_atom_var(v);
+    }
+    if (st == OLY_OK) st = oly__emit_inline(b, j, jin, res);
+    if (st == OLY_OK) st = oly_builder_finish(b, res + m, n_t, &jt);
+    free(jin);
+    if (st == OLY_OK) st = emit_pmap(ctx->b, eqn, jt, args, res);
+    for (int o = 0, t = 0; st == OLY_OK && o < m; o++)
+        if (out_nz[o]) tangent_out[o] = res[t++];
+done:
+    oly_builder_free(b);
+    oly_program_release(j);
+    oly_program_release(jt);
+    free(args);
+    free(res);
+    return st;
+}
+
+static oly_status pmap_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
+                                 const bool *linear, const oly_atom *ct, const bool *ct_nz,
+                                 oly_atom *ct_in, bool *ct_in_nz)
+{
+    return oly__call_transpose_with(emit_pmap, ctx, eqn, in, linear, ct, ct_nz, ct_in, ct_in_nz);
+}
+
+const oly_prim oly__prim_pmap = {
+    .name = "pmap",
+    .n_in = -1,
+    .num_outputs = pmap_num_outputs,
+    .params_size = sizeof(oly_params_pmap),
+    .fields = pmap_fields,
+    .n_fields = OLY_ARRAY_LEN(pmap_fields),
+    .shape = pmap_shape,
+    .batch = pmap_batch,
+    .jvp = pmap_jvp,
+    .transpose = pmap_transpose,
+    .no_rule = OLY_RULE_PARTIAL_EVAL /* the whole pmap goes to the unknown side */,
+};

@@ -1,0 +1,137 @@
+"""olympus.pmap on 4 CPU devices (each case in a subprocess: the device count
+is fixed at first use): every collective against NumPy, pmap under jit, vmap,
+grad and control flow, callbacks once per device in per-device order, a
+failing callback in one member surfacing at the call site, and JAX's errors."""
+import os
+import subprocess
+import sys
+import textwrap
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+PRELUDE = """
+import numpy as np, olympus, olympus.numpy as jnp
+from olympus import lax
+x = np.arange(24.0, dtype=np.float32).reshape(4, 6)
+def close(a, b):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-5)
+"""
+
+
+def run(body):
+    e = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), OLYMPUS_NUM_CPU_DEVICES="4")
+    r = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(body)],
+                       capture_output=True, text=True, timeout=120, env=e)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout
+
+
+def test_every_collective_matches_numpy():
+    run("""
+    p = lambda f: olympus.pmap(f, axis_name='i')
+    close(p(lambda v: lax.psum(v, 'i'))(x), np.broadcast_to(x.sum(0), x.shape))
+    close(p(lambda v: lax.pmean(v, 'i'))(x), np.broadcast_to(x.mean(0), x.shape))
+    close(p(lambda v: lax.pmax(v, 'i'))(x), np.broadcast_to(x.max(0), x.shape))
+    close(p(lambda v: lax.pmin(v, 'i'))(x), np.broadcast_to(x.min(0), x.shape))
+    close(p(lambda v: lax.all_gather(v, 'i'))(x), np.broadcast_to(x, (4, 4, 6)))
+    close(p(lambda v: lax.all_gather(v, 'i', tiled=True))(x),
+          np.broadcast_to(x.reshape(-1), (4, 24)))
+    y = np.arange(32.0, dtype=np.float32).reshape(4, 8)
+    close(p(lambda v: lax.psum_scatter(v, 'i', tiled=True))(y), y.sum(0).reshape(4, 2))
+    close(p(lambda v: lax.ppermute(v, 'i', [(k, (k + 1) % 4) for k in range(4)]))(x),
+          np.roll(x, 1, axis=0))
+    z = np.arange(32.0, dtype=np.float32).reshape(4, 4, 2)
+    close(p(lambda v: lax.all_to_all(v, 'i', 0, 0))(z), z.transpose(1, 0, 2))
+    close(p(lambda v: lax.axis_index('i'))(x), np.arange(4))
+    i32 = np.arange(8, dtype=np.int32).reshape(4, 2)
+    close(p(lambda v: lax.psum(v, 'i'))(i32), np.broadcast_to(i32.sum(0), i32.shape))
+    print("ok")
+    """)
+
+
+def test_pmap_composes_with_jit_vmap_grad_and_control_flow():
+    run("""
+    f = olympus.pmap(lambda v: lax.psum(v * v, 'i'), 'i')
+    want = np.broadcast_to((x * x).sum(0), x.shape)
+    close(olympus.jit(f)(x), want)
+    close(olympus.pmap(olympus.jit(lambda v: lax.psum(v * v, 'i')), 'i')(x), want)
+    xs = np.stack([x, x + 1])
+    close(olympus.vmap(f)(xs), np.stack([np.broadcast_to((a * a).sum(0), x.shape) for a in xs]))
+    # vmap inside pmap, collectives over both names
+    g = olympus.pmap(olympus.vmap(lambda v: lax.psum(v, ('i', 'j')), axis_name='j'), 'i')
+    close(g(x), np.full(x.shape, x.sum()))
+    loss = lambda v: olympus.pmap(lambda u: lax.psum(u * u, 'i'), 'i')(v).sum()
+    close(olympus.grad(loss)(x), 2 * 4 * 6 * x / 6)
+    body = lambda v: lax.fori_loop(0, 3, lambda k, c: c + lax.psum(v, 'i'), v)
+    close(olympus.pmap(body, 'i')(x), x + 3 * x.sum(0))
+    cnd = lambda v: lax.cond(v[0] > -1, lambda u: lax.pmax(u, 'i'), lambda u: u, v)
+    close(olympus.pmap(cnd, 'i')(x), np.broadcast_to(x.max(0), x.shape))
+    sc = lambda v: lax.scan(lambda c, r: (c + lax.psum(r, 'i'), c), 0.0, v)[0]
+    close(olympus.pmap(sc, 'i')(x), np.full(4, x.sum()))
+    # in_axes / out_axes / static args
+    h = olympus.pmap(lambda a, b: a + b, 'i', in_axes=(1, None), out_axes=1)
+    close(h(x.T, np.float32(1)), x.T + 1)
+    k = olympus.pmap(lambda a, n: a * n, 'i', static_broadcasted_argnums=1)
+    close(k(x, 3), x * 3)
+    close(olympus.pmap(lambda a: lax.psum(a, 'i'), 'i', out_axes=None)(x), x.sum(0))
+    print("ok")
+    """)
+
+
+def test_callbacks_run_once_per_device_in_order():
+    out = run("""
+    import collections, threading
+    seen = collections.defaultdict(list)
+    lock = threading.Lock()
+    def host(v):
+        with lock:
+            seen[int(v[0]) // 6].append(float(v[0]))
+        return v
+    def f(v):
+        for k in range(3):
+            olympus.experimental.io_callback(host, olympus.ShapeDtypeStruct(v.shape, v.dtype),
+                                             v + k, ordered=True)
+        return v
+    olympus.pmap(f, 'i')(x)
+    olympus.effects_barrier()
+    assert sorted(seen) == [0, 1, 2, 3], seen
+    for m in range(4):
+        assert seen[m] == [6 * m, 6 * m + 1, 6 * m + 2], seen
+    print("ok")
+    """)
+    assert "ok" in out
+
+
+def test_a_failing_callback_in_one_member_raises_at_the_call_site():
+    run("""
+    def host(v):
+        if v[0] == 12:
+            raise ZeroDivisionError("member 2 fails")
+        return v
+    def f(v):
+        y = olympus.pure_callback(host, olympus.ShapeDtypeStruct(v.shape, v.dtype), v)
+        return lax.psum(y, 'i')
+    g = olympus.pmap(f, 'i')
+    for _ in range(3):
+        try:
+            g(x)
+        except olympus.CallbackError as e:
+            assert isinstance(e.__cause__, ZeroDivisionError), repr(e.__cause__)
+        else:
+            raise AssertionError("no error")
+    close(olympus.pmap(lambda v: lax.psum(v, 'i'), 'i')(x), np.broadcast_to(x.sum(0), x.shape))
+    print("ok")
+    """)
+
+
+def test_errors():
+    run("""
+    import pytest
+    with pytest.raises(ValueError, match="requires 5 logical devices, but only 4"):
+        olympus.pmap(lambda v: v)(np.zeros((5, 2)))
+    with pytest.raises(ValueError, match="inconsistent sizes"):
+        olympus.pmap(lambda a, b: a + b)(np.zeros((2, 2)), np.zeros((3, 2)))
+    with pytest.raises(NameError, match="unbound axis name: j"):
+        olympus.pmap(lambda v: lax.psum(v, 'j'), 'i')(x)
+    print("ok")
+    """)
