@@ -182,7 +182,11 @@ oly_status oly__cpu_fused(const oly_kernel_ctx *ctx)
     return oly__cpu_fused_tiles(g, ctx, lo, hi);
 }
 
+/* splits: a share is a range of whole tiles and every tile runs the same
+ * loops wherever the shares fall, so each element is the same bytes for any
+ * nth. The in-place entry too: a tile reads its input 0 before it writes
+ * output 0 at the same offsets, and shares touch disjoint tiles. */
 const oly_cpu_kernel oly__cpu_fused_entry[2] = {
-    {.fn = oly__cpu_fused},
-    {.fn = oly__cpu_fused, .inplace_ok = true},
+    {.fn = oly__cpu_fused, .splits = true},
+    {.fn = oly__cpu_fused, .inplace_ok = true, .splits = true},
 };
