@@ -989,6 +989,34 @@ def c_chain32_floor():
         fl.chain32(X1M, out, A32, B32)
         return out.copy()
     return Side(run, result=result)
+
+
+def numba_chain32():
+    """chain32 under Numba @njit (no fastmath: each mul and add rounded, as
+    olympus rounds them)."""
+    numba = numba_mod()
+
+    @numba.njit(cache=False)
+    def loop(x, out, a, b):
+        for i in range(x.shape[0]):
+            v = x[i]
+            for _ in range(16):
+                v = v * a + b
+            out[i] = v
+    out = np.empty_like(X1M)
+    a, b = np.float32(A32), np.float32(B32)
+    loop(X1M, out, a, b)
+
+    def run(n):
+        for _ in range(n):
+            loop(X1M, out, a, b)
+
+    def result():
+        loop(X1M, out, a, b)
+        return out.copy()
+    return Side(run, result=result)
+
+
 def _xy10m():
     """The chain's operands at 10M elements (made on first use: 80 MB)."""
     def make():
@@ -1196,6 +1224,8 @@ def make_rows(args):
                     numpy_side(_chain32, X1M), rtol=1e-5))
     rows.append(Row("chain32-c", "5", "32 chained mul/add f32[1M]", chain32, "C loop (floor)",
                     c_chain32_floor, 2.0, "<=2x C (no Numba)", rtol=1e-5))
+    rows.append(Row("chain32-numba", "5", "32 chained mul/add f32[1M]", chain32, "Numba @njit",
+                    numba_chain32, 2.0, "<=2x Numba", rtol=1e-5))
     rows.append(Row("grad-sincos-numpy", "5", "grad(sum(sin(x)*cos(x))) f32[1M]",
                     oly_jit_side(_sincos_grad_oly, X1M), "NumPy by hand",
                     numpy_side(_sincos_grad_np, X1M), 1.2, "<=1.2x NumPy", rtol=1e-5))

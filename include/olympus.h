@@ -301,6 +301,11 @@ OLY_API oly_status oly_host_fn_new(const char *name, oly_host_call_fn call, void
 OLY_API oly_host_fn *oly_host_fn_retain(oly_host_fn *f);
 OLY_API void oly_host_fn_release(oly_host_fn *f);
 OLY_API const char *oly_host_fn_name(const oly_host_fn *f);
+/* Declares that f never keeps an argument past a call (it reads args only):
+ * programs compiled from then on pass its arguments as plain buffers and
+ * frame->arg_arrays is NULL, which saves an array and a copy per call (a
+ * loop body calling f runs without them). Call it before f is bound. */
+OLY_API void oly_host_fn_borrow_args(oly_host_fn *f);
 OLY_API void *oly_host_fn_user(const oly_host_fn *f);
 /* For a host function to report failure: sets the message and returns status. */
 OLY_API oly_status oly_host_fail(oly_status status, const char *fmt, ...)

@@ -172,6 +172,7 @@ typedef struct oly_closure {
 struct oly_host_fn {
     oly_closure c;
     oly_host_call_fn call;
+    bool borrows_args;          /* never keeps an argument (oly_host_fn_borrow_args) */
 };
 
 struct oly_thunk {
@@ -472,6 +473,10 @@ typedef struct oly_cpu_kernel {
      * are the same bytes for every thread count. The executor may then run a
      * big step as shares on several threads (src/exec/run.c). */
     bool splits;
+    /* With wants_arrays: true when this equation's host code never keeps an
+     * argument (its host function borrows them), so the step gets plain
+     * buffers and no arrays; NULL: always arrays. */
+    bool (*borrows_args)(const void *params);
 } oly_cpu_kernel;
 
 /* p's CPU kernel: from src/cpu's table for rows of prims.def, else what

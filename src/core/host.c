@@ -49,6 +49,11 @@ oly_status oly_host_fn_new(const char *name, oly_host_call_fn call, void *user,
     return OLY_OK;
 }
 
+void oly_host_fn_borrow_args(oly_host_fn *f)
+{
+    if (f) f->borrows_args = true;
+}
+
 oly_host_fn *oly_host_fn_retain(oly_host_fn *f)
 {
     if (f) closure_retain(&f->c);

@@ -372,10 +372,19 @@ static oly_status outside_call_kernel(const oly_kernel_ctx *ctx)
     return OLY_OK;
 }
 
+/* A host function that borrows its arguments (olympus.ffi's bindings). */
+static bool callback_borrows(const void *params)
+{
+    const oly_host_fn *fn = params ? ((const oly_params_callback *)params)->callback : NULL;
+    return fn && fn->borrows_args;
+}
+
 /* wants_arrays: the host function may keep its arguments, so the executor
- * passes them as arrays it never writes again. */
-const oly_cpu_kernel oly__cpu_pure_callback = {.fn = pure_kernel, .wants_arrays = true};
-const oly_cpu_kernel oly__cpu_io_callback = {.fn = io_kernel, .wants_arrays = true};
+ * passes them as arrays it never writes again, unless it borrows them. */
+const oly_cpu_kernel oly__cpu_pure_callback = {.fn = pure_kernel, .wants_arrays = true,
+                                               .borrows_args = callback_borrows};
+const oly_cpu_kernel oly__cpu_io_callback = {.fn = io_kernel, .wants_arrays = true,
+                                             .borrows_args = callback_borrows};
 const oly_cpu_kernel oly__cpu_debug_callback = {.fn = debug_kernel, .wants_arrays = true};
 const oly_cpu_kernel oly__cpu_outside_call = {.fn = outside_call_kernel, .wants_arrays = true};
 /* No wants_arrays: a buffer_callback's arguments are borrowed for the call

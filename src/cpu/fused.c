@@ -8,6 +8,7 @@
  * results are bit-for-bit those of the unfused program. A call runs a range
  * of tiles; oly__cpu_fused splits them by (ith, nth). */
 #include "cpu/fused.h"
+#include "cpu/simd.h"
 
 /* Tile buffers and contexts up to this many bytes live on the stack. */
 enum { STACK_BYTES = 32768 };
@@ -81,10 +82,177 @@ static const void *gather(const oly_fbcast *b, const char *src, size_t es, int64
     return buf;
 }
 
+/* ---------------------------------------------------------------- linear chains */
+
+/* Chains longer than this run tile by tile (their scalars live on the stack). */
+enum { CHAIN_MAX = 256 };
+
+const oly_fchain *oly__cpu_fused_chain(const oly_fused *g, oly_arena *ar)
+{
+    if (g->n_out != 1 || g->n_op < 1 || g->n_op > CHAIN_MAX || g->n_gather) return NULL;
+    oly_dtype t = g->slot[g->ref_slot[g->op[0].ref]].dtype;
+    if (t != OLY_FLOAT32 && t != OLY_FLOAT64) return NULL;
+    uint8_t *code = oly__arena_alloc(ar, (size_t)g->n_op);
+    int *scalar = oly__arena_alloc(ar, (size_t)g->n_op * sizeof *scalar);
+    oly_fchain *c = oly__arena_alloc(ar, sizeof *c);
+    if (!code || !scalar || !c) return NULL;
+    int prev = -1, in = -1;
+    for (int k = 0; k < g->n_op; k++) {
+        const oly_fop *o = &g->op[k];
+        if (!o->fn || o->n_out != 1 || o->n_in < 1 || o->n_in > 2) return NULL;
+        const int *r = &g->ref_slot[o->ref];
+        for (int j = 0; j <= o->n_in; j++)
+            if (g->slot[r[j]].dtype != t) return NULL;
+        oly_fslot_kind ok = g->slot[r[o->n_in]].kind;
+        if (ok != (k == g->n_op - 1 ? OLY_FSLOT_OUT : OLY_FSLOT_TEMP)) return NULL;
+        /* the value: operand j with the previous op's slot (op 0: an input) */
+        int vj = -1;
+        for (int j = 0; j < o->n_in; j++) {
+            const oly_fslot *sl = &g->slot[r[j]];
+            bool value = k ? r[j] == prev : sl->kind == OLY_FSLOT_IN;
+            if (value && vj < 0) vj = j;
+            else if (sl->kind != OLY_FSLOT_SCALAR) return NULL;
+        }
+        if (vj < 0) return NULL;
+        if (k == 0) in = g->slot[r[vj]].idx;
+        const char *name = o->eqn->prim->name;
+        int base;
+        if (o->n_in == 1) {
+            if (strcmp(name, "neg") != 0) return NULL;
+            code[k] = OLY_FC_NEG;
+            scalar[k] = -1;
+            prev = r[1];
+            continue;
+        }
+        if (strcmp(name, "add") == 0) base = OLY_FC_ADD;
+        else if (strcmp(name, "sub") == 0) base = OLY_FC_SUB;
+        else if (strcmp(name, "mul") == 0) base = OLY_FC_MUL;
+        else if (strcmp(name, "div") == 0) base = OLY_FC_DIV;
+        else return NULL;
+        code[k] = (uint8_t)(base + (vj == 1)); /* the _R code: scalar op value */
+        scalar[k] = g->slot[r[1 - vj]].idx;
+        prev = r[2];
+    }
+    *c = (oly_fchain){.f64 = t == OLY_FLOAT64, .in = in, .n = g->n_op, .code = code,
+                      .scalar = scalar};
+    return c;
+}
+
+#if OLY__CPU_X86
+/* One op of a chain on vector v with the scalar s (as a vector). */
+#define CHAIN_OP(v, cd, s, ADD, SUB, MUL, DIV, XOR, sign)                                       \
+    switch (cd) {                                                                         \
+    case OLY_FC_ADD: v = ADD(v, s); break;                                                \
+    case OLY_FC_ADD_R: v = ADD(s, v); break;                                              \
+    case OLY_FC_SUB: v = SUB(v, s); break;                                                \
+    case OLY_FC_SUB_R: v = SUB(s, v); break;                                              \
+    case OLY_FC_MUL: v = MUL(v, s); break;                                                \
+    case OLY_FC_MUL_R: v = MUL(s, v); break;                                              \
+    case OLY_FC_DIV: v = DIV(v, s); break;                                                \
+    case OLY_FC_DIV_R: v = DIV(s, v); break;                                              \
+    default: v = XOR(v, sign); break;                                                     \
+    }
+
+/* fname(c, x, y, n, sv): y = the chain on x, 4 vectors of W lanes at a time
+ * (4 independent dependency chains hide the operations' latency), the tail
+ * padded into whole vectors as the kernels pad theirs. sv: the scalars. */
+#define CHAIN_LOOP(ATTR, fname, T, VT, W, LOAD, STORE, SET1, ADD, SUB, MUL, DIV, XOR)      \
+    ATTR static void fname(const oly_fchain *c, const T *x, T *y, int64_t n, const T *sv)   \
+    {                                                                                     \
+        const VT sign = SET1((T)-0.0);                                                    \
+        const uint8_t *code = c->code;                                                    \
+        int nop = c->n;                                                                   \
+        int64_t i = 0;                                                                    \
+        for (; i + 4 * W <= n; i += 4 * W) {                                              \
+            VT v0 = LOAD(x + i), v1 = LOAD(x + i + W), v2 = LOAD(x + i + 2 * W),           \
+               v3 = LOAD(x + i + 3 * W);                                                  \
+            for (int k = 0; k < nop; k++) {                                               \
+                const VT s = SET1(sv[k]);                                                 \
+                switch (code[k]) {                                                        \
+                case OLY_FC_ADD: v0 = ADD(v0, s); v1 = ADD(v1, s); v2 = ADD(v2, s); v3 = ADD(v3, s); break; \
+                case OLY_FC_ADD_R: v0 = ADD(s, v0); v1 = ADD(s, v1); v2 = ADD(s, v2); v3 = ADD(s, v3); break; \
+                case OLY_FC_SUB: v0 = SUB(v0, s); v1 = SUB(v1, s); v2 = SUB(v2, s); v3 = SUB(v3, s); break; \
+                case OLY_FC_SUB_R: v0 = SUB(s, v0); v1 = SUB(s, v1); v2 = SUB(s, v2); v3 = SUB(s, v3); break; \
+                case OLY_FC_MUL: v0 = MUL(v0, s); v1 = MUL(v1, s); v2 = MUL(v2, s); v3 = MUL(v3, s); break; \
+                case OLY_FC_MUL_R: v0 = MUL(s, v0); v1 = MUL(s, v1); v2 = MUL(s, v2); v3 = MUL(s, v3); break; \
+                case OLY_FC_DIV: v0 = DIV(v0, s); v1 = DIV(v1, s); v2 = DIV(v2, s); v3 = DIV(v3, s); break; \
+                case OLY_FC_DIV_R: v0 = DIV(s, v0); v1 = DIV(s, v1); v2 = DIV(s, v2); v3 = DIV(s, v3); break; \
+                default: v0 = XOR(v0, sign); v1 = XOR(v1, sign); v2 = XOR(v2, sign); v3 = XOR(v3, sign); break; \
+                }                                                                         \
+            }                                                                             \
+            STORE(y + i, v0);                                                             \
+            STORE(y + i + W, v1);                                                         \
+            STORE(y + i + 2 * W, v2);                                                     \
+            STORE(y + i + 3 * W, v3);                                                     \
+        }                                                                                 \
+        for (; i < n; i += W) {                                                           \
+            T t[W] = {0};                                                                 \
+            int64_t m = n - i < W ? n - i : W;                                            \
+            memcpy(t, x + i, (size_t)m * sizeof(T));                                      \
+            VT v = LOAD(t);                                                               \
+            for (int k = 0; k < nop; k++) {                                               \
+                const VT s = SET1(sv[k]);                                                 \
+                CHAIN_OP(v, code[k], s, ADD, SUB, MUL, DIV, XOR, sign)                    \
+            }                                                                             \
+            STORE(t, v);                                                                  \
+            memcpy(y + i, t, (size_t)m * sizeof(T));                                      \
+        }                                                                                 \
+    }
+CHAIN_LOOP(OLY__TARGET_AVX512, chain_f32_a5, float, __m512, 16, _mm512_loadu_ps,
+           _mm512_storeu_ps, _mm512_set1_ps, _mm512_add_ps, _mm512_sub_ps, _mm512_mul_ps,
+           _mm512_div_ps, _mm512_xor_ps)
+CHAIN_LOOP(OLY__TARGET_AVX512, chain_f64_a5, double, __m512d, 8, _mm512_loadu_pd,
+           _mm512_storeu_pd, _mm512_set1_pd, _mm512_add_pd, _mm512_sub_pd, _mm512_mul_pd,
+           _mm512_div_pd, _mm512_xor_pd)
+CHAIN_LOOP(OLY__TARGET_AVX2, chain_f32_a2, float, __m256, 8, _mm256_loadu_ps,
+           _mm256_storeu_ps, _mm256_set1_ps, _mm256_add_ps, _mm256_sub_ps, _mm256_mul_ps,
+           _mm256_div_ps, _mm256_xor_ps)
+CHAIN_LOOP(OLY__TARGET_AVX2, chain_f64_a2, double, __m256d, 4, _mm256_loadu_pd,
+           _mm256_storeu_pd, _mm256_set1_pd, _mm256_add_pd, _mm256_sub_pd, _mm256_mul_pd,
+           _mm256_div_pd, _mm256_xor_pd)
+
+/* Elements [lo, hi) of chain group g at the vector level; false at the
+ * portable level (the tile path runs it then). */
+static bool run_chain(const oly_fused *g, const oly_kernel_ctx *ctx, int64_t lo, int64_t hi)
+{
+    oly_cpu_level lv = oly__cpu_level();
+    if (lv < OLY_CPU_LEVEL_AVX2) return false;
+    const oly_fchain *c = g->chain;
+    bool a5 = lv >= OLY_CPU_LEVEL_AVX512;
+    if (c->f64) {
+        double sv[CHAIN_MAX];
+        for (int k = 0; k < c->n; k++)
+            sv[k] = c->scalar[k] >= 0 ? *(const double *)ctx->in[c->scalar[k]] : 0;
+        const double *x = (const double *)ctx->in[c->in] + lo;
+        double *y = (double *)ctx->out[0] + lo;
+        (a5 ? chain_f64_a5 : chain_f64_a2)(c, x, y, hi - lo, sv);
+    } else {
+        float sv[CHAIN_MAX];
+        for (int k = 0; k < c->n; k++)
+            sv[k] = c->scalar[k] >= 0 ? *(const float *)ctx->in[c->scalar[k]] : 0;
+        const float *x = (const float *)ctx->in[c->in] + lo;
+        float *y = (float *)ctx->out[0] + lo;
+        (a5 ? chain_f32_a5 : chain_f32_a2)(c, x, y, hi - lo, sv);
+    }
+    return true;
+}
+#else
+static bool run_chain(const oly_fused *g, const oly_kernel_ctx *ctx, int64_t lo, int64_t hi)
+{
+    return false;
+}
+#endif
+
+/* ---------------------------------------------------------------- tiles */
+
 oly_status oly__cpu_fused_tiles(const oly_fused *g, const oly_kernel_ctx *ctx, int64_t t_lo,
                                 int64_t t_hi)
 {
     if (t_hi <= t_lo || g->n <= 0) return OLY_OK;
+    if (g->chain) {
+        int64_t lo = t_lo * g->tile, hi = t_hi * g->tile < g->n ? t_hi * g->tile : g->n;
+        if (run_chain(g, ctx, lo, hi)) return OLY_OK;
+    }
     size_t head = round64((size_t)g->n_op * sizeof(oly_kernel_ctx) +
                           (size_t)(g->n_ref + g->n_slot) * sizeof(void *));
     size_t bytes = head + (size_t)g->n_buf * g->buf_bytes;
@@ -182,7 +350,11 @@ oly_status oly__cpu_fused(const oly_kernel_ctx *ctx)
     return oly__cpu_fused_tiles(g, ctx, lo, hi);
 }
 
+/* splits: a share is a range of whole tiles and every tile runs the same
+ * loops wherever the shares fall, so each element is the same bytes for any
+ * nth. The in-place entry too: a tile reads its input 0 before it writes
+ * output 0 at the same offsets, and shares touch disjoint tiles. */
 const oly_cpu_kernel oly__cpu_fused_entry[2] = {
-    {.fn = oly__cpu_fused},
-    {.fn = oly__cpu_fused, .inplace_ok = true},
+    {.fn = oly__cpu_fused, .splits = true},
+    {.fn = oly__cpu_fused, .inplace_ok = true, .splits = true},
 };

@@ -72,6 +72,29 @@ typedef struct oly_fmove {
     size_t step;
 } oly_fmove;
 
+/* A linear chain: every member is an add, sub, mul or div of the previous
+ * member's value (the first: a group input's) and a rank-0 operand, or a
+ * neg of it, all of one float dtype, the last writing the group's one
+ * output. It runs with the value in vector registers, several vectors at a
+ * time, the operations the kernels run in the same order (exact IEEE
+ * operations, no contraction): the same bits, no tile buffers. */
+typedef enum oly_fcode {
+    OLY_FC_ADD, OLY_FC_ADD_R,   /* v + s, s + v */
+    OLY_FC_SUB, OLY_FC_SUB_R,   /* v - s, s - v */
+    OLY_FC_MUL, OLY_FC_MUL_R,
+    OLY_FC_DIV, OLY_FC_DIV_R,
+    OLY_FC_NEG,
+    OLY_FC_COUNT
+} oly_fcode;
+
+typedef struct oly_fchain {
+    bool f64;                     /* float64, else float32 */
+    int in;                       /* the group input the chain starts from */
+    int n;                        /* ops */
+    const uint8_t *code;          /* n oly_fcode */
+    const int *scalar;            /* n: the group input of the rank-0 operand (-1: neg) */
+} oly_fchain;
+
 typedef struct oly_fused {
     int64_t n;                    /* elements of the index space */
     int64_t tile;                 /* elements per tile (> 0) */
@@ -86,7 +109,13 @@ typedef struct oly_fused {
     const oly_fmove *move;        /* n_move: the operands that move per tile */
     const int *gather;            /* n_gather: BCAST slots gathered per tile */
     bool last_differs;            /* the last tile is shorter (its avals differ) */
+    const oly_fchain *chain;      /* NULL, or the group as a linear chain */
 } oly_fused;
+
+/* g as a linear chain (oly_fchain), allocated in ar, or NULL when it is not
+ * one (or on out of memory: the tile path runs it then). g's slots, ops and
+ * refs must be final. */
+const oly_fchain *oly__cpu_fused_chain(const oly_fused *g, oly_arena *ar);
 
 /* The group kernel: ctx->params is the oly_fused plan, ctx->in its inputs,
  * ctx->out its outputs. Splits the tiles by ctx->ith / nth. */

@@ -103,6 +103,14 @@ static bool produces_nothing(const oly_eqn *e, const oly_cpu_kernel *k)
     return true;
 }
 
+/* Whether e's step gets its inputs as arrays: host code that may keep them,
+ * unless its host function borrows them (then plain buffers, no held arrays,
+ * no copies per run: an ffi_call in a loop body). */
+static bool step_wants_arrays(const oly_eqn *e, const oly_cpu_kernel *k)
+{
+    return k->wants_arrays && !(k->borrows_args && k->borrows_args(e->params));
+}
+
 static oly_status skip_kernel(const oly_kernel_ctx *ctx)
 {
     (void)ctx;
@@ -252,7 +260,7 @@ static oly_status compile(oly_program *p, oly_exe **out)
             if (e->in[j].kind != OLY_ATOM_VAR) continue;
             uint32_t v = e->in[j].var->id;
             last_use[v] = i;
-            if (kern[i]->wants_arrays) n_uses_by_cb[v]++;
+            if (step_wants_arrays(e, kern[i])) n_uses_by_cb[v]++;
         }
     }
     for (int k = 0; k < p->n_out; k++) {
@@ -271,7 +279,7 @@ static oly_status compile(oly_program *p, oly_exe **out)
         oly_step *s = &exe->step[i];
         s->eqn = e;
         s->kernel = produces_nothing(e, kern[i]) ? skip_kernel : kern[i]->fn;
-        s->wants_arrays = kern[i]->wants_arrays;
+        s->wants_arrays = step_wants_arrays(e, kern[i]);
         s->work = step_work(e);
         s->split = kern[i]->splits && s->kernel != skip_kernel && s->work >= OLY_EXEC_SPLIT_MIN;
         s->n_in = e->n_in;

@@ -296,6 +296,46 @@ TEST(callback_retained_argument_stays_valid)
     oly_program_release(p);
 }
 
+/* result[0] = 2 * arg0 (f32); counts calls that saw arg_arrays. */
+static oly_status borrowing_host(void *user, oly_callback_frame *f)
+{
+    host_state *s = user;
+    s->calls++;
+    if (f->arg_arrays) s->keep = true; /* "arrays seen" */
+    int64_t n = oly_aval_size(&f->result_avals[0]);
+    const float *x = f->args[0];
+    float *y = f->results[0];
+    for (int64_t i = 0; i < n; i++) y[i] = 2 * x[i];
+    return OLY_OK;
+}
+
+/* A host function that borrows its arguments gets plain buffers (no
+ * arg_arrays), run after run, with the same results. */
+TEST(callback_borrowing_host_gets_no_arrays)
+{
+    for (int borrow = 0; borrow < 2; borrow++) {
+        host_state s = {0};
+        oly_host_fn *h = host("double", borrowing_host, &s);
+        if (borrow) oly_host_fn_borrow_args(h);
+        oly_program *p = neg_cb_neg(h, 5);
+        oly_host_fn_release(h);
+        if (!p) return;
+        int64_t n = 5;
+        oly_array *in = tu_array(OLY_FLOAT32, 1, &n, X5), *res = NULL;
+        double want[5];
+        for (int i = 0; i < 5; i++) want[i] = 2 * X5[i];
+        for (int rep = 0; rep < 3; rep++) {
+            CHECK_OK(oly_program_run(p, 0, &in, 1, &res, 1));
+            CHECK(res && tu_allclose(res, want, 5, 0, 0));
+            oly_array_release(res);
+        }
+        CHECK_EQ(s.calls, 3);
+        CHECK_EQ(s.keep, !borrow);
+        oly_array_release(in);
+        oly_program_release(p);
+    }
+}
+
 /* Program inputs reach the host function zero-copy as the caller's arrays;
  * literal arguments arrive as 0-d arrays. */
 TEST(callback_input_and_literal_arguments)

@@ -8,6 +8,7 @@
 #include "testutil.h"
 #include "exec/exec.h"
 #include "cpu/fused.h"
+#include "rt/rt.h"
 
 /* ---------------------------------------------------------------- an effectful test row */
 
@@ -490,6 +491,39 @@ TEST(fuse_tiles_split_by_ith_nth)
     free(parts);
     free(xs);
     oly_array_release(whole);
+    for (int k = 0; k < 2; k++) oly_array_release(in[k]);
+    oly_program_release(p);
+    rewrites_default();
+}
+
+/* A big group is a split step: on the real pool with 3 threads it gives the
+ * bytes of one thread (an odd size, so a share's last tile is short). */
+TEST(fuse_group_splits_on_the_pool)
+{
+    rewrites_all();
+    enum { N = (1 << 18) + 13 };
+    oly_program *p = chain_program(N, false);
+    const oly_exe *exe;
+    CHECK_OK(oly__exec_get(p, &exe));
+    CHECK_EQ(exe->n_step, 1);
+    CHECK(exe->n_step == 1 && exe->step[0].split);
+    int64_t n = N;
+    double *xs = malloc(N * sizeof *xs);
+    for (int i = 0; i < N; i++) xs[i] = i * 1e-4 - 13;
+    oly_array *in[2] = {tu_array(OLY_FLOAT32, 1, &n, xs), tu_array(OLY_FLOAT32, 1, &n, xs)};
+    oly__pool_install();
+    oly_array *one = NULL, *three = NULL;
+    oly__pool_set_threads(1);
+    CHECK_OK(run(p, in, 2, &one, 1));
+    oly__pool_set_threads(3);
+    for (int rep = 0; rep < 3; rep++) {
+        CHECK_OK(run(p, in, 2, &three, 1));
+        CHECK(same_bytes(one, three));
+        oly_array_release(three);
+    }
+    oly__pool_set_threads(oly__pool_threads());
+    free(xs);
+    oly_array_release(one);
     for (int k = 0; k < 2; k++) oly_array_release(in[k]);
     oly_program_release(p);
     rewrites_default();

@@ -25,11 +25,13 @@ _PROBE = """
     x = np.linspace(-30, 30, 1037).astype(np.float32)
     y = np.cos(np.arange(1037, dtype=np.float32))
     m = np.arange(2 * 37 * 29, dtype=np.float32).reshape(2, 37, 29) / 7 - 100
-    f = olympus.jit(lambda x, y, m: (jnp.sin(x), jnp.exp(x / 4), jnp.tanh(x), x * y + y,
+    z = np.linspace(-3, 3, 5003).astype(np.float32)  # fused, a linear chain in registers
+    f = olympus.jit(lambda x, y, m, z: (jnp.sin(x), jnp.exp(x / 4), jnp.tanh(x), x * y + y,
                                       jnp.maximum(x, y), x < y, m.sum(axis=0),
                                       m.max(axis=(0, 1)), m.min(axis=1), m.sum(axis=2),
-                                      jnp.where(x < y, x, y), x.astype(jnp.int32)))
-    out = [np.asarray(o) for o in f(x, y, m)]
+                                      jnp.where(x < y, x, y), x.astype(jnp.int32),
+                                      -(2 / (z * 0.999 + 0.5) - 1.25) * 3))
+    out = [np.asarray(o) for o in f(x, y, m, z)]
     print(json.dumps({"info": olympus._core.cpu_info(),
                       "out": [[o.dtype.str, o.tolist()] for o in out]}))
 """

@@ -20,6 +20,9 @@ _rng = np.random.default_rng(7)
 # 4551 elements: several tiles of 2048 and a short last one (groups under 4096
 # elements are not fused).
 X = _rng.standard_normal((3, 37, 41)).astype(np.float32)
+# with zeros, infinities and NaNs (both signs) for the linear chains
+XS = X.copy()
+XS.flat[:8] = [0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 1e-45, -3e38]
 Y = _rng.standard_normal((3, 37, 41)).astype(np.float32)
 ROW = _rng.standard_normal((41,)).astype(np.float32)
 I32 = _rng.integers(-1000, 1000, (5000,)).astype(np.int32)
@@ -32,6 +35,12 @@ def _unary_float():
     sys.path.insert(0, HERE)
     import test_numpy
     return test_numpy.UNARY_FLOAT
+
+
+def _chain32(x):
+    for _ in range(16):
+        x = x * 0.999 + 0.001
+    return x
 
 
 def _programs():
@@ -57,6 +66,9 @@ def _programs():
         "scalar": (lambda x: jnp.sin(x) * jnp.cos(x) + 1, (np.float32(0.25),)),
         "erf": (lambda x: olympus.scipy.special.erf(x) * jnp.exp(-x * x), (X,)),
         "scan": (lambda x: lax.scan(lambda c, v: (c * 0.5 + jnp.sin(v), c * v), x[0], x)[0], (X,)),
+        # linear chains (value op scalar, in registers): every op, both operand orders
+        "chain32": (_chain32, (XS,)),
+        "chain_ops": (lambda x, s: -(3 - (2 / (x / s + 0.5) * 1.5 - s)) * s - 1, (XS, np.float32(0.7))),
     }
     for name, data in _unary_float():
         fn = getattr(jnp, name)
@@ -124,3 +136,20 @@ def test_debug_fusion_prints_groups():
     assert "5 equations -> 1 steps" in r.stderr
     assert ("sin#0(in->temp) integer_pow#1(temp->temp) cos#2(in->temp) mul#3(temp,in->temp) "
             "add#4(temp,temp->out)") in r.stderr
+    assert " chain:" not in r.stderr
+
+
+def test_linear_chains_run_in_registers():
+    # value op scalar, op after op: one group run as a chain (and matching
+    # NumPy's float32 arithmetic op for op, tail and all)
+    r = _subprocess("""
+        import numpy as np, olympus, olympus.numpy as jnp, test_fusion
+        x = test_fusion.XS.ravel()[:4103]
+        got = np.asarray(olympus.jit(test_fusion._chain32)(x))
+        want = x.copy()
+        for _ in range(16):
+            want = want * np.float32(0.999) + np.float32(0.001)
+        assert got.tobytes() == want.tobytes()
+        """, {"OLYMPUS_DEBUG_FUSION": "1"})
+    assert "32 fused in 1 groups" in r.stderr
+    assert "scalars=32 bcasts=0 inplace chain:" in r.stderr

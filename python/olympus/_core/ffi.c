@@ -598,6 +598,9 @@ static oly_host_fn *binding_new(const target *t, const char *target_name, const 
         ext_raise(s);
         return NULL;
     }
+    /* A kernel reads its arguments during the call only (it has no API to
+     * keep an array), so programs pass them as plain buffers. */
+    oly_host_fn_borrow_args(hf);
     return hf;
 }
 
