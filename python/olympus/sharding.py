@@ -91,7 +91,7 @@ class PartitionSpec(tuple):
         return super().__new__(cls, parts)
 
     def __repr__(self):
-        return "PartitionSpec(" + ", ".join(repr(p) for p in self) + ")"
+        return "PartitionSpec" + tuple.__repr__(self)
 
     __str__ = __repr__
 
