@@ -32,11 +32,18 @@ static oly_aval shard_aval(const retype *rt, const oly_aval *a)
     return r;
 }
 
-static bool is_elementwise_row(int id, const oly_prim *p)
+static bool in_rows(const oly_prim *p, int first, int last)
 {
-    return ((id >= OLY_PRIM_ID_neg && id <= OLY_PRIM_ID_select_n) ||
-            (id >= OLY_PRIM_ID_erf && id <= OLY_PRIM_ID_zeta)) &&
-           p->dtypes != 0;
+    for (int i = first; i <= last; i++)
+        if (oly__prim_at(i) == p) return true;
+    return false;
+}
+
+/* The prims.def ranges neg .. select_n and erf .. zeta (as fusion groups them). */
+static bool is_elementwise_row(const oly_prim *p)
+{
+    return p->dtypes != 0 && (in_rows(p, OLY_PRIM_ID_neg, OLY_PRIM_ID_select_n) ||
+                              in_rows(p, OLY_PRIM_ID_erf, OLY_PRIM_ID_zeta));
 }
 
 static oly_status build(const retype *rt, const oly_program *p, const oly_aval *in_avals,
@@ -47,16 +54,16 @@ static oly_status build(const retype *rt, const oly_program *p, const oly_aval *
 static oly_status append_eqn(const retype *rt, oly_builder *b, const oly_eqn *e,
                              const oly_atom *in, oly_var **outs, int max_out, bool *ok)
 {
-    int id = oly__prim_id(e->prim);
+    const oly_prim *row = e->prim;
     for (int i = 0; i < e->n_out; i++)
         if (!fits(rt, &e->out[i]->aval)) return *ok = false, OLY_OK;
     if (e->effects) return *ok = false, OLY_OK;
-    if (is_elementwise_row(id, e->prim) || id == OLY_PRIM_ID_copy) {
+    if (is_elementwise_row(row) || row == &oly__prim_copy) {
         if (e->n_sub) return *ok = false, OLY_OK;
         return oly_builder_append(b, e->prim, in, e->n_in, e->params, NULL, 0, outs, max_out,
                                   NULL);
     }
-    if (id == OLY_PRIM_ID_broadcast_in_dim) {
+    if (row == &oly__prim_broadcast_in_dim) {
         const oly_aval *from = e->in[0].kind == OLY_ATOM_VAR ? &e->in[0].var->aval : NULL;
         if (from && !fits(rt, from)) return *ok = false, OLY_OK;
         oly_params_broadcast_in_dim bp = *(const oly_params_broadcast_in_dim *)e->params;
@@ -66,7 +73,7 @@ static oly_status append_eqn(const retype *rt, oly_builder *b, const oly_eqn *e,
         }
         return oly_builder_append(b, e->prim, in, e->n_in, &bp, NULL, 0, outs, max_out, NULL);
     }
-    if (id == OLY_PRIM_ID_pjit && e->n_sub == 1) {
+    if (row == &oly__prim_pjit && e->n_sub == 1) {
         const oly_program *body = e->sub[0];
         if (body->n_in != e->n_in) return *ok = false, OLY_OK;
         oly_aval small[16] = {{0}};

@@ -415,6 +415,9 @@ def device_put(x, device=None):
         if where is None or isinstance(where, (CpuDevice, Sharding)):
             return tree_util.tree_map(lambda leaf: put_one(leaf, where), v)
         # a pytree of devices / shardings: a prefix of the value's structure
+        if not isinstance(where, (tuple, list, dict)):
+            raise TypeError(f"device_put: device must be an olympus device or a sharding, got "
+                            f"{where!r}")
         if isinstance(where, (tuple, list)) and isinstance(v, (tuple, list)) and \
                 len(where) == len(v):
             parts = [put_tree(a, w) for a, w in zip(v, where)]
