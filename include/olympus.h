@@ -831,6 +831,17 @@ OLY_API oly_status oly_program_print(const oly_program *p, char **out);
  * (recursively in nested programs). *out is a new program (or p retained). */
 OLY_API oly_status oly_program_dce(oly_program *p, oly_program **out);
 
+/* p for one shard of its arrays (jit over sharded arrays): when p is
+ * elementwise over one shape -- every input, constant, equation result and
+ * output of shape global_dims (rank dims) or rank 0; every equation an
+ * elementwise row, convert_element_type, select_n, copy, broadcast_in_dim
+ * of a rank-0 value or to the same shape, or pjit of such a program; no
+ * effects -- *out is a new program computing the same on shard_dims blocks
+ * (each must divide its global dimension). Otherwise *out is NULL, which is
+ * no error. */
+OLY_API oly_status oly_program_for_shard(oly_program *p, int rank, const int64_t *global_dims,
+                                         const int64_t *shard_dims, oly_program **out);
+
 /* ---------------------------------------------------------------- transforms
  * Program -> program; nothing runs. Each fails with a message naming the
  * primitive that lacks a rule ("sin has no batching rule"). */
@@ -904,6 +915,12 @@ typedef struct oly_mesh {
 OLY_API oly_status oly_program_run_group(oly_program *p, const oly_mesh *mesh,
                                          oly_array *const *inputs, int n_in,
                                          oly_array **outputs, int n_out);
+/* Like oly_program_run, but the run is queued on device's stream even when it
+ * is idle and the outputs come back at once as futures, so that runs issued
+ * to several devices proceed concurrently (a jit call over sharded arrays).
+ * A thread already running on device runs it inline, nested. */
+OLY_API oly_status oly_program_run_queued(oly_program *p, int device, oly_array *const *inputs,
+                                          int n_in, oly_array **outputs, int n_out);
 
 /* Applies one primitive eagerly to concrete arrays through a cached one-equation
  * program (cache keyed by primitive, params and input avals). */

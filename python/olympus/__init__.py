@@ -53,6 +53,10 @@ from . import tree_util  # noqa: E402
 from . import errors  # noqa: E402
 from . import test_util  # noqa: E402
 from . import sharding  # noqa: E402
+from .sharding import make_mesh  # noqa: E402
+from ._src.sharded import (  # noqa: E402
+    make_array_from_callback, make_array_from_single_device_arrays,
+)
 from . import numpy  # noqa: E402
 from . import lax  # noqa: E402
 from . import random  # noqa: E402
@@ -99,4 +103,5 @@ __all__ = [
     "eval_shape", "errors", "sharding", "enable_x64", "disable_x64", "jacobian", "disable_jit",
     "ensure_compile_time_eval", "test_util", "tree", "nn", "scipy", "distributed",
     "process_index", "process_count",
+    "make_mesh", "make_array_from_callback", "make_array_from_single_device_arrays",
 ]

@@ -383,3 +383,28 @@ oly_status oly_effects_barrier(void)
     }
     return f.status == OLY_OK ? OLY_OK : oly__failure_report(&f);
 }
+
+/* ---------------------------------------------------------------- queued runs */
+
+oly_status oly_program_run_queued(oly_program *p, int device, oly_array *const *inputs, int n_in,
+                                  oly_array **outputs, int n_out)
+{
+    if (n_out > 0 && !outputs)
+        return oly__error(OLY_ERR_INVALID, "oly_program_run_queued: outputs is NULL");
+    oly_array **res = oly__calloc((size_t)(n_out > 0 ? n_out : 1), sizeof *res);
+    if (!res) return OLY_ERR_NOMEM;
+    const oly_exe *exe;
+    oly_status st = oly__exec_begin(p, device, inputs, n_in, res, n_out, &exe);
+    if (st == OLY_OK) st = init_streams();
+    if (st == OLY_OK) {
+        stream *s = &streams[device];
+        if (running_here(s)) st = oly__exec_run_arrays(exe, device, inputs, res);
+        else st = enqueue(s, device, p, exe, inputs, n_in, res, n_out, NULL);
+    }
+    for (int k = 0; k < n_out; k++) {
+        if (st == OLY_OK) outputs[k] = res[k];
+        else oly_array_release(res[k]);
+    }
+    free(res);
+    return st;
+}

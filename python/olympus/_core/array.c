@@ -20,8 +20,12 @@
 
 typedef struct ArrayObject {
     PyObject_HEAD
-    oly_array *arr;        /* owned */
+    oly_array *arr;        /* owned: the global value */
     PyObject *weakreflist; /* owned by the weakref machinery */
+    PyObject *shards;      /* owned: NULL, or (sharding, tuple of per-device Arrays) for an
+                              array laid out by a NamedSharding (sharded.c). Holds only
+                              olympus-made objects, so no cycle runs through it and the
+                              type stays out of the cycle collector (no cost per array). */
 } ArrayObject;
 
 #define ARR(o) (((ArrayObject *)(o))->arr)
@@ -425,7 +429,20 @@ PyObject *ext_array_wrap(oly_array *a)
     }
     o->arr = a;
     o->weakreflist = NULL;
+    o->shards = NULL;
     return (PyObject *)o;
+}
+
+PyObject *ext_array_wrap_sharded(oly_array *a, PyObject *shards)
+{
+    PyObject *o = ext_array_wrap(a);
+    if (o) ((ArrayObject *)o)->shards = Py_NewRef(shards);
+    return o;
+}
+
+PyObject *ext_array_shards(PyObject *o)
+{
+    return ((ArrayObject *)o)->shards;
 }
 
 static void Array_dealloc(PyObject *self)
@@ -435,6 +452,7 @@ static void Array_dealloc(PyObject *self)
     if (o->weakreflist) PyObject_ClearWeakRefs(self);
     oly_array_release(o->arr);
     o->arr = NULL;
+    Py_CLEAR(o->shards);
     tp->tp_free(self);
     Py_DECREF(tp);
 }
@@ -515,7 +533,15 @@ static PyObject *Array_get_committed(PyObject *self, void *Py_UNUSED(c))
     return PyBool_FromLong(oly_array_committed(ARR(self)));
 }
 
+static PyObject *Array_get_shards(PyObject *self, void *Py_UNUSED(c))
+{
+    PyObject *sh = ((ArrayObject *)self)->shards;
+    return Py_NewRef(sh ? sh : Py_None);
+}
+
 static PyGetSetDef Array_getset[] = {
+    {"_shards", Array_get_shards, NULL,
+     "(sharding, per-device Arrays) of an array laid out by a NamedSharding, else None", NULL},
     {"_device_id", Array_get_device_id, NULL, "the number of the array's device", NULL},
     {"committed", Array_get_committed, NULL,
      "True when placed on its device by device_put (or computed from such arrays)", NULL},

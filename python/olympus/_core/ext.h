@@ -62,6 +62,12 @@ int ext_array_init(PyObject *module);
 PyObject *ext_array_wrap(oly_array *a);
 /* Borrowed core array of an Array object, or NULL if o is not an Array. */
 oly_array *ext_array_get(PyObject *o);
+/* New Array owning a (stolen) whose _shards slot holds shards, a
+ * (sharding, tuple of per-device Arrays) pair (sharded.c makes them). */
+PyObject *ext_array_wrap_sharded(oly_array *a, PyObject *shards);
+/* The _shards slot of an Array (borrowed; NULL when it is not sharded). o
+ * must be an Array (ext_array_get(o) != NULL). */
+PyObject *ext_array_shards(PyObject *o);
 /* Any array-like (Array, numpy array, numpy scalar, Python scalar, nested
  * sequence) to a new reference of a core array. want: a dtype, or -1 to keep
  * the value's own (canonicalised by x64; Python scalars get the default
@@ -270,6 +276,15 @@ extern PyMethodDef ext_jit_methods[];      /* jit, make_jaxpr */
 extern PyMethodDef ext_pytree_methods[];   /* tree_flatten, tree_unflatten, register_pytree_node, ... */
 extern PyMethodDef ext_callback_methods[]; /* callback */
 extern PyMethodDef ext_buffer_methods[];   /* buffer_callback */
+extern PyMethodDef ext_sharded_methods[];  /* make_sharded, assemble, run_on_devices, ... */
+
+/* ---------------------------------------------------------------- sharded.c */
+/* jit's call over leaves of which at least one is a sharded Array: the
+ * Python hook (olympus._src.sharded) runs prog per shard when it can.
+ * shard_cache: the cache entry's dict for per-shard programs (may be NULL).
+ * Returns a new list of outputs, Py_NotImplemented (new reference) when the
+ * call should run on the global values as usual, or NULL with an exception. */
+PyObject *ext_jit_sharded(oly_program *prog, PyObject *leaves, PyObject **shard_cache);
 
 /* ---------------------------------------------------------------- ffi.c */
 int ext_ffi_init(PyObject *module);

@@ -40,6 +40,7 @@ typedef struct JitFunction {
 typedef struct cache_entry {
     oly_program *prog;      /* owned */
     PyObject *out_treedef;  /* owned */
+    PyObject *shard_cache;  /* owned dict or NULL: per-shard programs (sharded.c) */
     bool used;              /* hit since the eviction hand last passed it */
 } cache_entry;
 
@@ -59,6 +60,7 @@ static void entry_free(PyObject *cap)
     if (!e) return;
     oly_program_release(e->prog);
     Py_XDECREF(e->out_treedef);
+    Py_XDECREF(e->shard_cache);
     PyMem_Free(e);
 }
 
@@ -68,6 +70,7 @@ static PyObject *entry_new(oly_program *prog, PyObject *out_treedef)
     if (!e) return PyErr_NoMemory();
     e->prog = oly_program_retain(prog);
     e->out_treedef = Py_NewRef(out_treedef);
+    e->shard_cache = NULL;
     e->used = false;
     PyObject *cap = PyCapsule_New(e, "olympus.jit_entry", entry_free);
     if (!cap) {
@@ -193,8 +196,10 @@ static PyObject *hash_error(JitFunction *f, PyObject *statics)
     return NULL;
 }
 
-/* Run prog eagerly on the leaves; a list of new Arrays. */
-static PyObject *run_program(oly_program *prog, PyObject *leaves)
+/* Run prog eagerly on the leaves; a list of new Arrays. A call with a sharded
+ * Array among the leaves goes to the shard hook first (sharded.c); e: the
+ * cache entry of prog, or NULL. */
+static PyObject *run_program(oly_program *prog, PyObject *leaves, cache_entry *e)
 {
     Py_ssize_t n_in = PyList_GET_SIZE(leaves);
     int n_out = oly_program_num_outputs(prog);
@@ -213,16 +218,23 @@ static PyObject *run_program(oly_program *prog, PyObject *leaves)
         goto done;
     }
     size_t bytes = 0;
+    bool sharded = false;
     for (; got < n_in; got++) {
         PyObject *o = PyList_GET_ITEM(leaves, got);
         oly_array *a = ext_array_get(o);
         if (a) {
             in[got] = oly_array_retain(a);
+            sharded |= ext_array_shards(o) != NULL;
         } else {
             const oly_aval *want = oly_program_input_aval(prog, (int)got);
             if (ext_to_array(o, want ? (int)want->dtype : -1, &in[got]) < 0) goto done;
         }
         bytes += oly_aval_nbytes(oly_array_aval(in[got]));
+    }
+    if (__builtin_expect(sharded, 0)) {
+        res = ext_jit_sharded(prog, leaves, e ? &e->shard_cache : NULL);
+        if (res != Py_NotImplemented) goto done;
+        Py_CLEAR(res); /* not elementwise, or not sharded alike: the global values */
     }
     for (int i = 0; i < n_out; i++) bytes += oly_aval_nbytes(oly_program_output_aval(prog, i));
     int device;
@@ -410,6 +422,7 @@ static PyObject *Jit_vectorcall(PyObject *self, PyObject *const *args, size_t na
     oly_program *prog = NULL;
     oly_aval small_avals[16];
     oly_aval *avals = small_avals;
+    cache_entry *entry = NULL;
 
     /* split static and dynamic arguments */
     Py_ssize_t n_dyn = 0;
@@ -502,6 +515,7 @@ static PyObject *Jit_vectorcall(PyObject *self, PyObject *const *args, size_t na
         cache_entry *e = PyCapsule_GetPointer(cap, "olympus.jit_entry");
         if (!e) goto done;
         e->used = true;
+        entry = e;
         prog = oly_program_retain(e->prog);
         out_treedef = Py_NewRef(e->out_treedef);
     } else {
@@ -518,15 +532,16 @@ static PyObject *Jit_vectorcall(PyObject *self, PyObject *const *args, size_t na
         prog = d;
         if (PyList_GET_SIZE(captured) == 0 && cache_capacity > 0) {
             if (cache_make_room(f->cache) < 0) goto done;
-            PyObject *entry = entry_new(prog, out_treedef);
-            if (!entry) goto done;
-            int r = PyDict_SetItem(f->cache, key, entry);
-            Py_DECREF(entry);
+            PyObject *cap_new = entry_new(prog, out_treedef);
+            if (!cap_new) goto done;
+            int r = PyDict_SetItem(f->cache, key, cap_new);
+            entry = PyCapsule_GetPointer(cap_new, "olympus.jit_entry"); /* the dict holds it */
+            Py_DECREF(cap_new);
             if (r < 0) goto done;
         }
     }
     staged = staged || (captured && PyList_GET_SIZE(captured) > 0);
-    outs = staged ? stage_call(f, prog, leaves, captured) : run_program(prog, leaves);
+    outs = staged ? stage_call(f, prog, leaves, captured) : run_program(prog, leaves, entry);
     if (!outs) goto done;
     res = ext_tree_unflatten(out_treedef, outs);
 done:

@@ -231,7 +231,8 @@ static PyMethodDef *collect_methods(void)
                                    ext_jit_methods, ext_transform_methods,
                                    ext_pytree_methods, ext_callback_methods,
                                    ext_buffer_methods, ext_ffi_methods,
-                                   ext_distributed_methods};
+                                   ext_distributed_methods,
+                                   ext_sharded_methods};
     Py_ssize_t total = 0;
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) total += count_methods(tables[i]);
     PyMethodDef *all = PyMem_Calloc((size_t)total + 1, sizeof *all);

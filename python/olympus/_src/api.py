@@ -60,26 +60,33 @@ def _static_args(fun, static_argnums, static_argnames):
     return nums, names
 
 
-def jit(fun=None, *, static_argnums=None, static_argnames=None, donate_argnums=None,
-        donate_argnames=None, inline=False, keep_unused=False, device=None, backend=None):
+def jit(fun=None, *, in_shardings=None, out_shardings=None, static_argnums=None,
+        static_argnames=None, donate_argnums=None, donate_argnames=None, inline=False,
+        keep_unused=False, device=None, backend=None):
     """Compile `fun` with olympus: trace it once per distinct set of argument
     shapes/dtypes (and static argument values), then run the cached program.
 
     Usable as `@jit`, `jit(f)`, `jit(f, static_argnums=0)`, or
     `functools.partial(jit, static_argnames="n")`. Arguments named in
     static_argnums/static_argnames must be hashable; they are passed to `fun` as
-    Python values and a new value means a new trace. donate_*, inline,
-    keep_unused, device and backend are accepted for compatibility and ignored.
+    Python values and a new value means a new trace. `in_shardings` (a sharding,
+    or one per positional argument, a pytree prefix; None: as it is) lays out
+    the arguments before the call, as device_put; `out_shardings` lays out the
+    results. donate_*, inline, keep_unused, device and backend are accepted for
+    compatibility and ignored.
     """
     if fun is None:
-        return functools.partial(jit, static_argnums=static_argnums,
-                                 static_argnames=static_argnames)
+        return functools.partial(jit, in_shardings=in_shardings, out_shardings=out_shardings,
+                                 static_argnums=static_argnums, static_argnames=static_argnames)
     if not callable(fun):
         raise TypeError(f"Expected a callable value, got {fun!r}")
     nums, names = _static_args(fun, static_argnums, static_argnames)
     jitted = _core.jit(fun, static_argnums=nums, static_argnames=names)
     jitted._static_argnums = nums
-    return jitted
+    if in_shardings is None and out_shardings is None:
+        return jitted
+    from olympus._src import sharded
+    return sharded.ShardedJit(jitted, in_shardings, out_shardings, nums)
 
 
 class Lowered:
@@ -385,6 +392,9 @@ def _array_device(x):
 
 def _array_devices(x):
     """Array.devices(): the set of devices holding the array."""
+    info = x._shards
+    if info is not None:
+        return info[0].device_set
     return {local_devices()[x._device_id]}
 
 
@@ -405,21 +415,49 @@ def block_until_ready(x):
 
 
 def device_put(x, device=None):
-    """Arrays from the leaves of x (array-likes are converted). With a device,
-    every leaf is committed to it: computations on committed arrays run on their
-    device (mixing devices is an error); without one, Arrays pass through."""
+    """Arrays from the leaves of x (array-likes are converted). With a device or
+    a SingleDeviceSharding, every leaf is committed to it: computations on
+    committed arrays run on their device (mixing devices is an error). With a
+    NamedSharding, each leaf is laid out over its mesh, one shard per device
+    (olympus.sharding). `device` may also be a pytree of those matching x (a
+    prefix of it). Without one, Arrays pass through."""
     from olympus import tree_util
-    if device is not None and not isinstance(device, CpuDevice):
-        raise TypeError(f"device_put: device must be an olympus device, got {device!r}")
-    local_id = None if device is None else _local_id(device)
+    from olympus.sharding import Sharding
+    from olympus._src import sharded
 
-    def put(v):
+    def put_one(v, where):
         if _core.is_tracer(v):
             return v
+        if where is not None and not isinstance(where, (CpuDevice, Sharding)):
+            raise TypeError(f"device_put: device must be an olympus device or a sharding, got "
+                            f"{where!r}")
         a = v if isinstance(v, _core.Array) else _core.asarray(v)
-        return a if device is None else _core.device_put(a, local_id)
+        if where is None:
+            return a
+        if isinstance(where, CpuDevice):
+            local_id = _local_id(where)
+            if a._shards is not None:  # the global value, on that one device
+                a = _core.take_block(a, (0,) * a.ndim, a.shape)
+            return _core.device_put(a, local_id)
+        return sharded.put(a, where)
 
-    return tree_util.tree_map(put, x)
+    def put_tree(v, where):
+        if where is None or isinstance(where, (CpuDevice, Sharding)):
+            return tree_util.tree_map(lambda leaf: put_one(leaf, where), v)
+        # a pytree of devices / shardings: a prefix of the value's structure
+        if not isinstance(where, (tuple, list, dict)):
+            raise TypeError(f"device_put: device must be an olympus device or a sharding, got "
+                            f"{where!r}")
+        if isinstance(where, (tuple, list)) and isinstance(v, (tuple, list)) and \
+                len(where) == len(v):
+            parts = [put_tree(a, w) for a, w in zip(v, where)]
+            return type(v)(*parts) if hasattr(v, "_fields") else type(v)(parts)
+        if isinstance(where, dict) and isinstance(v, dict) and set(where) == set(v):
+            return type(v)((k, put_tree(v[k], where[k])) for k in v)
+        raise ValueError(f"device_put: the devices/shardings {where!r} do not match the "
+                         f"structure of the value {tree_util.tree_structure(v)}")
+
+    return put_tree(x, device)
 
 
 def device_get(x):

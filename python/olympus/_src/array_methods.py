@@ -11,7 +11,7 @@ from olympus._src import indexing
 from olympus._src import jnp
 from olympus._src import jnp_index
 from olympus._src import jnp_more
-from olympus.sharding import SingleDeviceSharding
+from olympus._src import sharded as _sharded
 
 Array = _core.Array
 Tracer = _core.Tracer
@@ -195,5 +195,11 @@ def install():
     Array.__repr__ = _array_repr
     Array.__str__ = _array_str
     Array.__reduce__ = _array_reduce
-    Array.sharding = property(lambda self: SingleDeviceSharding(_api._array_device(self)))
+    Array.sharding = property(_sharded.array_sharding)
+    Array.device = property(_sharded.array_device)
+    Array.devices = _sharded.array_devices
+    Array.addressable_shards = property(_sharded.addressable_shards)
+    Array.global_shards = property(_sharded.addressable_shards)
+    Array.is_fully_replicated = property(_sharded.is_fully_replicated)
+    Array.is_fully_addressable = property(lambda self: True)
     Array.__format__ = _array_format
