@@ -594,6 +594,9 @@ oly_status oly__group_new(const oly_mesh *mesh, oly_group **out);
 void oly__group_free(oly_group *g); /* accepts NULL */
 int oly__group_size(const oly_group *g);
 int oly__group_device(const oly_group *g, int member);
+/* member's coordinates on the mesh (coords: OLY_MAX_RANK entries) and the
+ * axis names (borrowed from g); returns the number of axes. */
+int oly__group_coords(const oly_group *g, int member, const char *const **names, int64_t *coords);
 /* Where a member sits among those a collective over some mesh axes groups
  * (the members sharing its coordinates on the other axes): size of that
  * subgroup, the member's index in it (row-major over the named axes, the

@@ -112,6 +112,16 @@ void oly__group_free(oly_group *g)
 int oly__group_size(const oly_group *g) { return g->n; }
 int oly__group_device(const oly_group *g, int member) { return g->devices[member]; }
 
+int oly__group_coords(const oly_group *g, int member, const char *const **names, int64_t *coords)
+{
+    for (int a = g->n_axes - 1, rest = member; a >= 0; a--) { /* row-major: the last axis fastest */
+        coords[a] = rest % g->sizes[a];
+        rest /= g->sizes[a];
+    }
+    *names = (const char *const *)g->names;
+    return g->n_axes;
+}
+
 bool oly__group_axes(const oly_group *g, int member, int n_names, const char *const *names,
                      const int *lens, oly_group_axes *out)
 {

@@ -141,3 +141,32 @@ def test_the_device_of_a_committed_computation():
                        text=True, timeout=60, env=env)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("True"), r.stdout
+
+
+def test_pmap_members_know_their_axis_index_and_device():
+    body = """
+        import numpy as np, olympus, olympus.numpy as jnp
+        from olympus.experimental import callback_context, io_callback
+        seen = []
+        def host(x):
+            c = callback_context()
+            seen.append((c.kind, c.device.id, c.axis_index, c.batch_index, float(x)))
+            return x
+        f = olympus.pmap(lambda x: io_callback(host, olympus.ShapeDtypeStruct((), jnp.float32), x),
+                         axis_name='i')
+        f(jnp.arange(4.0))
+        print(sorted(seen) == [("io_callback", d, {"i": d}, (), float(d)) for d in range(4)], seen)
+        seen.clear()
+        g = olympus.pmap(olympus.vmap(lambda x: olympus.pure_callback(
+            host, olympus.ShapeDtypeStruct((), jnp.float32), x, vmap_method="sequential")),
+            axis_name='i')
+        g(jnp.arange(8.0).reshape(4, 2))
+        print(sorted(seen) == [("pure_callback", d, {"i": d}, (b,), float(2 * d + b))
+                               for d in range(4) for b in range(2)], seen)
+    """
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), OLYMPUS_NUM_CPU_DEVICES="4")
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(body)], capture_output=True,
+                       text=True, timeout=60, env=env)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("True") and lines[1].startswith("True"), r.stdout
