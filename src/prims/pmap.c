@@ -261,6 +261,90 @@ done:
     return s;
 }
 
+/* DCE: the body keeps only the used outputs (and the equations they need,
+ * effects included), and the pmap drops the inputs that body no longer
+ * reads. NULL replacement when nothing is dropped (DCE then cleans the body
+ * in place). */
+static oly_status pmap_dce(const oly_eqn *eqn, const bool *used_out, bool *used_in,
+                           oly_program **out)
+{
+    oly_program *sub = eqn->sub[0];
+    int n = eqn->n_in, no = eqn->n_out;
+    *out = NULL;
+    TMP_BEGIN;
+    int nuo = 0, nui = 0;
+    for (int k = 0; k < no; k++) nuo += used_out[k];
+    ctl_src *os;
+    oly_aval *av;
+    int *pin;
+    ALLOC(os, nuo);
+    ALLOC(av, n);
+    ALLOC(pin, n);
+    for (int k = 0, m = 0; k < no; k++)
+        if (used_out[k]) os[m++] = oly__ctl_from_out(k);
+    oly__ctl_in_avals(sub, av);
+    for (int i = 0; i < n; i++) pin[i] = i;
+    oly_program *body;
+    TRY(oly__ctl_wrap(sub, n, av, pin, nuo, os, &body));
+    TRY(oly__ctl_keep(&t, body));
+    TRY(oly__ctl_dce_kept(&t, &body));
+    /* the inputs the cleaned body reads */
+    for (int i = 0; i < n; i++) used_in[i] = false;
+    for (int k = 0; k < body->n_eqn; k++)
+        for (int i = 0; i < body->eqn[k].n_in; i++)
+            for (int j = 0; j < n && body->eqn[k].in[i].kind == OLY_ATOM_VAR; j++)
+                used_in[j] |= body->eqn[k].in[i].var == body->in[j];
+    for (int k = 0; k < nuo; k++)
+        for (int j = 0; j < n && body->out[k].kind == OLY_ATOM_VAR; j++)
+            used_in[j] |= body->out[k].var == body->in[j];
+    for (int i = 0; i < n; i++) nui += used_in[i];
+    if (nuo == no && nui == n) {
+        for (int i = 0; i < n; i++) used_in[i] = true;
+        goto done;
+    }
+    /* the body over the used inputs only (the others are never read: zeros
+     * stand in for them and are cleaned away) */
+    oly_builder *b = NULL;
+    oly_atom *bin, *bout, *rin, *rout;
+    ALLOC(bin, n);
+    ALLOC(bout, nuo);
+    ALLOC(rin, nui);
+    ALLOC(rout, nuo);
+    oly_program *body2 = NULL, *r = NULL;
+    TRY(oly_builder_new(&b));
+    for (int i = 0; i < n && s == OLY_OK; i++) {
+        oly_var *v = NULL;
+        if (used_in[i]) {
+            s = oly_builder_add_input(b, &av[i], &v);
+            bin[i] = oly_atom_var(v);
+        } else {
+            s = oly__emit_full(b, &av[i], 0.0, &bin[i]);
+        }
+    }
+    if (s == OLY_OK) s = oly__emit_inline(b, body, bin, bout);
+    if (s == OLY_OK) s = oly_builder_finish(b, bout, nuo, &body2);
+    oly_builder_free(b);
+    b = NULL;
+    if (s == OLY_OK) s = oly__ctl_keep(&t, body2);
+    if (s == OLY_OK) s = oly__ctl_dce_kept(&t, &body2);
+    /* the replacement: one pmap over the used inputs' stacked avals */
+    if (s == OLY_OK) s = oly_builder_new(&b);
+    for (int i = 0, c = 0; i < n && s == OLY_OK; i++) {
+        if (!used_in[i]) continue;
+        oly_var *v = NULL;
+        oly_aval a = oly__atom_aval(&eqn->in[i]);
+        s = oly_builder_add_input(b, &a, &v);
+        rin[c++] = oly_atom_var(v);
+    }
+    if (s == OLY_OK) s = emit_pmap(b, eqn, body2, rin, rout);
+    if (s == OLY_OK) s = oly_builder_finish(b, rout, nuo, &r);
+    oly_builder_free(b);
+    if (s == OLY_OK) *out = r;
+done:
+    oly__ctl_tfree(&t);
+    return s;
+}
+
 static oly_status pmap_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
                                  const bool *linear, const oly_atom *ct, const bool *ct_nz,
                                  oly_atom *ct_in, bool *ct_in_nz)
@@ -280,4 +364,5 @@ const oly_prim oly__prim_pmap = {
     .jvp = pmap_jvp,
     .transpose = pmap_transpose,
     .partial_eval = pmap_pe,
+    .dce = pmap_dce,
 };

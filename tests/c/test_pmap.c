@@ -742,3 +742,99 @@ TEST(pmap_row_grad_of_a_body_with_effects_runs_them_once)
     oly_program_release(p);
     oly_host_fn_release(fn);
 }
+
+/* (x, c): f32[M, 1] -> pmap over 'i' of (x * x, psum(c), io_callback(c)) when
+ * fn, else of (x * x, psum(c)); the program returns the outputs in outs. */
+static oly_program *pmap_three(oly_host_fn *fn, const int *outs, int n_outs)
+{
+    int64_t one1 = 1, d41[] = {M, 1};
+    oly_aval a = tu_aval(OLY_FLOAT32, 1, &one1), sa = tu_aval(OLY_FLOAT32, 2, d41);
+    oly_builder *b = NULL;
+    oly_var *x = NULL, *c = NULL, *o[3] = {0};
+    CHECK_OK(oly_builder_new(&b));
+    CHECK_OK(oly_builder_add_input(b, &a, &x));
+    CHECK_OK(oly_builder_add_input(b, &a, &c));
+    oly_atom xx[2] = {oly_atom_var(x), oly_atom_var(x)}, in = oly_atom_var(c);
+    CHECK_OK(oly_builder_append(b, &oly__prim_mul, xx, 2, NULL, NULL, 0, &o[0], 1, NULL));
+    CHECK_OK(oly_builder_append(b, &oly__prim_psum, &in, 1, &(oly_params_psum){.axes = "('i',)"},
+                                NULL, 0, &o[1], 1, NULL));
+    oly_params_callback pc = {.callback = fn, .result_avals = &a, .n_results = 1,
+                              .vmap_method = OLY_VMAP_SEQUENTIAL, .ordered = true};
+    if (fn)
+        CHECK_OK(oly_builder_append(b, &oly__prim_io_callback, &in, 1, &pc, NULL, 0, &o[2], 1, NULL));
+    int nb = fn ? 3 : 2;
+    oly_atom bo[3] = {oly_atom_var(o[0]), oly_atom_var(o[1]), oly_atom_var(o[2])};
+    oly_program *body = NULL;
+    CHECK_OK(oly_builder_finish(b, bo, nb, &body));
+    oly_builder_free(b);
+    char devs[64];
+    snprintf(devs, sizeof devs, "(%d, %d, %d, %d)", dev(0), dev(1), dev(2), dev(3));
+    oly_params_pmap pp = {.axis_name = "('i',)", .sizes = {.n = 1, .v = {M}}, .devices = devs,
+                          .n_out = nb};
+    CHECK_OK(oly_builder_new(&b));
+    CHECK_OK(oly_builder_add_input(b, &sa, &x));
+    CHECK_OK(oly_builder_add_input(b, &sa, &c));
+    oly_atom ins[2] = {oly_atom_var(x), oly_atom_var(c)};
+    CHECK_OK(oly_builder_append(b, &oly__prim_pmap, ins, 2, &pp, &body, 1, o, 3, NULL));
+    oly_atom po[3];
+    for (int k = 0; k < n_outs; k++) po[k] = oly_atom_var(o[outs[k]]);
+    oly_program *p = NULL;
+    CHECK_OK(oly_builder_finish(b, po, n_outs, &p));
+    oly_builder_free(b);
+    oly_program_release(body);
+    return p;
+}
+
+TEST(pmap_row_dce_drops_unused_outputs_and_inputs_keeps_effects)
+{
+    fail_state st = {.fail_on = -1};
+    oly_host_fn *fn = NULL;
+    CHECK_OK(oly_host_fn_new("member_host", failing_host, &st, NULL, &fn));
+    double xv[M], cv[M];
+    for (int k = 0; k < M; k++) xv[k] = k + 1, cv[k] = 10 * k;
+    int64_t d41[] = {M, 1};
+    oly_array *in[2] = {tu_array(OLY_FLOAT32, 2, d41, xv), tu_array(OLY_FLOAT32, 2, d41, cv)};
+    /* x * x only: psum goes, the callback (an effect) stays with its input */
+    oly_program *p = pmap_three(fn, (int[]){0}, 1), *d = NULL;
+    if (p) CHECK_OK(oly_program_dce(p, &d));
+    if (d) {
+        CHECK_OK(oly_program_verify(d));
+        CHECK_EQ(d->n_eqn, 1);
+        CHECK_EQ(d->eqn[0].n_out, 1);
+        CHECK_EQ(d->eqn[0].n_in, 2);
+        CHECK_EQ(count_prim(d, "psum"), 0);
+        CHECK_EQ(count_prim(d, "io_callback"), 1);
+        oly_array *y = NULL;
+        CHECK_OK(oly_program_run(d, 0, in, 2, &y, 1));
+        CHECK_EQ(atomic_load(&st.calls), M);
+        for (int k = 0; k < M && y; k++) CHECK_NEAR(tu_get(y, k), xv[k] * xv[k], 1e-6);
+        oly_array_release(y);
+    }
+    oly_program_release(p);
+    oly_program_release(d);
+    /* psum(c) only, no effect: mul goes and so does the input x */
+    p = pmap_three(NULL, (int[]){1}, 1);
+    d = NULL;
+    if (p) CHECK_OK(oly_program_dce(p, &d));
+    if (d) {
+        CHECK_OK(oly_program_verify(d));
+        CHECK_EQ(d->eqn[0].n_in, 1);
+        CHECK_EQ(d->eqn[0].n_out, 1);
+        CHECK_EQ(count_prim(d, "mul"), 0);
+        oly_array *y = NULL;
+        CHECK_OK(oly_program_run(d, 0, in, 2, &y, 1));
+        for (int k = 0; k < M && y; k++) CHECK_NEAR(tu_get(y, k), 60, 1e-6);
+        oly_array_release(y);
+    }
+    oly_program_release(p);
+    oly_program_release(d);
+    /* every output used: the same program */
+    p = pmap_three(NULL, (int[]){1, 0}, 2);
+    d = NULL;
+    if (p) CHECK_OK(oly_program_dce(p, &d));
+    CHECK(d == p);
+    oly_program_release(p);
+    oly_program_release(d);
+    release_all(in, 2);
+    oly_host_fn_release(fn);
+}

@@ -191,3 +191,33 @@ def test_grad_of_pmap_computes_the_primal_once_and_runs_effects_once():
     close(olympus.grad(olympus.grad(lambda s: sq(x * s)))(np.float32(1.0)), 4 * 6 * (x ** 3).sum())
     print("ok")
     """)
+
+
+def test_unused_pmap_outputs_are_dropped_inside_the_body():
+    run("""
+    calls = []
+    def host(v):
+        calls.append(1)
+        return v
+    def body(v):
+        unused = olympus.pure_callback(host, olympus.ShapeDtypeStruct(v.shape, v.dtype), v)
+        return v * 2, unused, lax.psum(v, 'i')
+    pm = olympus.pmap(body, 'i')
+    f = olympus.jit(lambda v: pm(v)[0])
+    close(f(x), 2 * x)
+    assert calls == [], calls          # the unused pure_callback is elided, as in jit
+    close(olympus.jit(lambda v: pm(v)[1])(x), x)
+    assert len(calls) == 4, calls      # once per device when used
+    # effects stay: an io_callback whose result nobody reads still runs
+    ios = []
+    def io_host(v):
+        ios.append(1)
+        return v
+    def body2(v):
+        olympus.experimental.io_callback(io_host, olympus.ShapeDtypeStruct(v.shape, v.dtype), v)
+        return v + 1, v * v
+    close(olympus.jit(lambda v: olympus.pmap(body2, 'i')(v)[1])(x), x * x)
+    olympus.effects_barrier()
+    assert len(ios) == 4, ios
+    print("ok")
+    """)
