@@ -86,7 +86,9 @@ static void *member_thread(void *arg)
 }
 
 /* A member run longer than this makes the next launches of its executable
- * wake the member threads (SOLO below); the last such executable. */
+ * wake the member threads at once; the last such executable (only a hint:
+ * a freed executable's address reused costs a needless wake-up, nothing
+ * more). */
 #define SOLO_MAX_NS 50000
 static _Atomic(const oly_exe *) long_exe;
 

@@ -17,6 +17,7 @@
 #include "testutil.h"
 
 #include <pthread.h>
+#include <time.h>
 
 enum { M = 4 }; /* members */
 
@@ -837,4 +838,56 @@ TEST(pmap_row_dce_drops_unused_outputs_and_inputs_keeps_effects)
     oly_program_release(d);
     release_all(in, 2);
     oly_host_fn_release(fn);
+}
+
+/* ---------------------------------------------------------------- launches without collectives */
+
+typedef struct dev_state {
+    atomic_int calls;
+    atomic_int wrong_device;
+    int sleep_us;
+} dev_state;
+
+/* Returns its argument; counts calls whose device is not the one member k
+ * (input 10 k + 1) runs on; sleeps sleep_us first. */
+static oly_status device_host(void *user, oly_callback_frame *f)
+{
+    dev_state *s = user;
+    atomic_fetch_add(&s->calls, 1);
+    if (s->sleep_us) {
+        struct timespec ts = {0, (long)s->sleep_us * 1000};
+        nanosleep(&ts, NULL);
+    }
+    int k = (int)(*(const float *)f->args[0] - 1) / 10;
+    if (f->device != dev(k)) atomic_fetch_add(&s->wrong_device, 1);
+    memcpy(f->results[0], f->args[0], sizeof(float));
+    return OLY_OK;
+}
+
+TEST(pmap_group_without_collectives_short_and_long_bodies)
+{
+    /* A body with no collective runs its members on the launcher until one
+     * is long (then on member threads): every member once per launch, on
+     * its own device, with its own values, either way. */
+    int64_t one1 = 1;
+    oly_aval a = tu_aval(OLY_FLOAT32, 1, &one1);
+    for (int pass = 0; pass < 2; pass++) {
+        dev_state s = {.sleep_us = pass ? 200 : 0};
+        oly_host_fn *fn = NULL;
+        CHECK_OK(oly_host_fn_new("device_host", device_host, &s, NULL, &fn));
+        oly_params_callback pc = {.callback = fn, .result_avals = &a, .n_results = 1,
+                                  .vmap_method = OLY_VMAP_SEQUENTIAL, .ordered = true};
+        oly_program *p = one(&oly__prim_io_callback, &pc, a);
+        for (int rep = 0; rep < 3 && p; rep++) {
+            oly_array *y[M] = {0};
+            CHECK_OK(run4(p, OLY_FLOAT32, 1, &one1, y));
+            for (int k = 0; k < M; k++)
+                if (y[k]) CHECK_EQ(tu_get(y[k], 0), 10 * k + 1);
+            release_all(y, M);
+        }
+        CHECK_EQ(atomic_load(&s.calls), 3 * M);
+        CHECK_EQ(atomic_load(&s.wrong_device), 0);
+        oly_program_release(p);
+        oly_host_fn_release(fn);
+    }
 }
