@@ -715,6 +715,95 @@ def mpi_results(args):
     return lazy("mpi", run)
 
 
+# ---------------------------------------------------------------- pmap dispatch (4 devices)
+
+PMAP_SHAPE = (4, 8)
+
+
+def _pmap_body(jnp):
+    return lambda v: jnp.sin(v) * 2.0 + 1.0
+
+
+def oly_pmap_dispatch():
+    olympus, jnp = oly()
+    pm = olympus.pmap(_pmap_body(jnp), axis_name="i")
+    x = jnp.asarray(np.arange(32, dtype=np.float32).reshape(PMAP_SHAPE) / 8)
+    _block(pm(x))
+
+    def run(n):
+        for _ in range(n):
+            _block(pm(x))
+    return Side(run, result=lambda: np.asarray(pm(x)),
+                note="pmap(sin(v)*2+1) over 4 CPU devices, f32[4,8] (one f32[8] per device)")
+
+
+def oly_jit_per_device():
+    olympus, jnp = oly()
+    jf = olympus.jit(_pmap_body(jnp))
+    x = np.arange(32, dtype=np.float32).reshape(PMAP_SHAPE) / 8
+    devs = olympus.devices()
+    xs = [olympus.device_put(x[k], devs[k]) for k in range(PMAP_SHAPE[0])]
+    for v in xs:
+        _block(jf(v))
+
+    def run(n):
+        for _ in range(n):
+            for r in [jf(v) for v in xs]:
+                _block(r)
+    return Side(run, result=lambda: np.stack([np.asarray(jf(v)) for v in xs]))
+
+
+def oly_jit_whole():
+    olympus, jnp = oly()
+    jf = olympus.jit(_pmap_body(jnp))
+    x = jnp.asarray(np.arange(32, dtype=np.float32).reshape(PMAP_SHAPE) / 8)
+    _block(jf(x))
+
+    def run(n):
+        for _ in range(n):
+            _block(jf(x))
+    return Side(run, result=lambda: np.asarray(jf(x)))
+
+
+PMAP_PEERS = {"pmap-4jit": oly_jit_per_device, "pmap-1jit": oly_jit_whole}
+
+
+def pmap_child(args):
+    """The pmap rows, measured in this process (started with 4 CPU devices):
+    one JSON line per case, as native_host prints."""
+    for case, peer in PMAP_PEERS.items():
+        res, sides = measure_pair(oly_pmap_dispatch, peer, args.repeats, args.target_ms / 1e3)
+        d = {"case": case, "error": ""}
+        for k in ("oly", "peer"):
+            v = res[k]
+            d[f"{k}_ns"] = [t * 1e9 for t in v] if isinstance(v, list) else []
+            if not isinstance(v, list):
+                d["error"] = d["error"] or v
+        d["note"] = cross_check(sides, 1e-6)
+        print(json.dumps(d), flush=True)
+    return 0
+
+
+def pmap_results(args):
+    """Runs this script again with OLYMPUS_NUM_CPU_DEVICES=4 (the device count
+    is fixed at first use); {case: {...}} as native_results."""
+    def run():
+        env = dict(os.environ, OLYMPUS_NUM_CPU_DEVICES="4")
+        p = subprocess.run([sys.executable, os.path.abspath(__file__), "--pmap-child",
+                            "--repeats", str(args.repeats), "--target-ms", str(args.target_ms)],
+                           capture_output=True, text=True, timeout=600, env=env)
+        out = {}
+        for line in p.stdout.splitlines():
+            if line.strip().startswith("{"):
+                d = json.loads(line)
+                out[d["case"]] = d
+        if not out:
+            raise NotAvailable(f"the pmap child exited {p.returncode}: "
+                               + (p.stderr.strip().splitlines() or ["no output"])[-1])
+        return out
+    return lazy("pmap", run)
+
+
 # ---------------------------------------------------------------- ffi_call of a C kernel
 
 def _ffi_target():
@@ -1207,6 +1296,12 @@ def make_rows(args):
                     numpy_add_1, 1.0, "<=NumPy", rtol=1e-6))
     rows.append(Row("eager-sin", "4", "eager jnp.sin f32[1]", oly_eager_sin, "np.sin f32[1]",
                     numpy_sin_1, 1.0, "<=NumPy", rtol=1e-6))
+    # pmap's launch (issue 15): one group run of 4 members against the same
+    # body as 4 jit calls, one per device, and as 1 jit call on the whole array
+    rows.append(Row("pmap-4dev-4jit", "4", "pmap sin(v)*2+1 f32[4,8], 4 devices", None,
+                    "4 sequential jit calls f32[8]", None, native="pmap-4jit"))
+    rows.append(Row("pmap-4dev-1jit", "4", "pmap sin(v)*2+1 f32[4,8], 4 devices", None,
+                    "1 jit call f32[4,8]", None, native="pmap-1jit"))
     # 5: kernels
     chain = oly_jit_side(lambda jnp: (lambda x, y: jnp.sin(x) ** 2 + jnp.cos(x) * y), X1M, Y1M)
     rows.append(Row("chain-numpy", "5", "sin(x)**2+cos(x)*y f32[1M]", chain, "NumPy",
@@ -1417,9 +1512,13 @@ def _spread(v):
 
 def run_row(row, args):
     if row.native:
+        pmap_note = ""
         try:
             mpi = row.native.startswith("mpi-")
-            d = (mpi_results(args) if mpi else native_results(args))[row.native]
+            pmap = row.native.startswith("pmap-")
+            d = (mpi_results(args) if mpi else pmap_results(args) if pmap
+                 else native_results(args))[row.native]
+            pmap_note = d.get("note", "")
             oly = d["oly_ns"] if d["oly_ns"] else (d.get("error") or "olympus side failed")
             if isinstance(oly, list):
                 oly = [t * 1e-9 for t in oly]
@@ -1430,6 +1529,10 @@ def run_row(row, args):
         if row.native.startswith("mpi-"):
             how = "2 processes under mpirun, per allreduce (the slower process's time)"
         note = ""
+        if row.native.startswith("pmap-"):
+            how = ("per call, results blocked on; measured in a child process with "
+                   "OLYMPUS_NUM_CPU_DEVICES=4")
+            note = pmap_note
     else:
         with x64_mode(row.x64):
             res, sides = measure_pair(row.oly, row.peer, args.repeats, args.target_ms / 1e3)
@@ -1584,10 +1687,13 @@ def main(argv=None):
     ap.add_argument("--json", default=os.path.join(RESULTS, "latest.json"))
     ap.add_argument("--cb-driver", choices=("auto", "unroll", "fori"), default="auto",
                     help="how olympus issues many callbacks in one compiled call")
+    ap.add_argument("--pmap-child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.quick:
         args.repeats, args.target_ms = 3, 5.0
     args.repeats = max(1, args.repeats)
+    if args.pmap_child:
+        return pmap_child(args)
     t0 = time.perf_counter()
     info = machine_info()
     info["cpu_level"] = "n/a"

@@ -355,6 +355,14 @@ typedef struct oly_pe_ctx oly_pe_ctx;
 typedef oly_status (*oly_pe_rule)(oly_pe_ctx *ctx, const oly_eqn *eqn, const oly_atom *known_in,
                                   const oly_atom *unknown_in, const bool *unknown,
                                   oly_atom *known_out, oly_atom *unknown_out, bool *out_unknown);
+/* dce (optional; rows whose outputs can be dropped one by one, e.g. pmap):
+ * used_out[j] says whether anything reads output j (none may be read when the
+ * equation has effects). Set *out to the equation's replacement: a program
+ * taking the inputs with used_in[i] set (in order) and returning the used
+ * outputs (in order), effects kept; or *out = NULL to keep the equation as
+ * it is (every input used). Without the rule DCE keeps every output. */
+typedef oly_status (*oly_dce_rule)(const oly_eqn *eqn, const bool *used_out, bool *used_in,
+                                   oly_program **out);
 
 /* Rule slots of a row (oly_prim.no_rule). A NULL slot marked here is a
  * decision ("this primitive has no such rule"), not an omission: the drivers
@@ -390,6 +398,7 @@ struct oly_prim {
      * is mapped (axis_index has none), and batches every input of an equation
      * whose nested programs hold such a collective. NULL for other rows. */
     bool (*names_axis)(const void *params, const char *name);
+    oly_dce_rule dce;           /* NULL: DCE keeps every output (nested programs cleaned) */
 };
 
 /* Every row of prims.def, defined in its family file (the registry in prims.c
