@@ -124,11 +124,6 @@ def test_sharded_inputs_layouts_and_pytrees():
     ys = olympus.device_put(a, NamedSharding(mesh, P('y', 'x')))
     close(f(ys), a * 2)
     # the leading layout over the whole mesh: blocks are views of the input buffer
-    base = np.asarray(olympus.numpy.asarray(a)).ctypes.data
-    seen = []
-    def where(v):
-        seen.append(v.shape)
-        return v
     t = shard_map(lambda v: v + 1, mesh, in_specs=P(('x', 'y')), out_specs=P(('x', 'y')))
     out = t(a)
     close(out, a + 1)
