@@ -197,16 +197,16 @@ def test_callbacks_run_once_per_device():
     close(f(x), x)
     assert len(seen) == 8, len(seen)
     assert sorted(d.id for d, _, _ in seen) == list(range(8))
-    for d, axes, v in seen:   # each device got its own block
+    for d, axes, v in seen:   # each device got its own block, knows its mesh coordinates
         close(v, x[2 * d.id:2 * d.id + 2])
-        if axes:
-            assert axes == {'x': d.id // 2, 'y': d.id % 2}, axes
+        assert axes == {'x': d.id // 2, 'y': d.id % 2}, axes
     seen.clear()
     pure = shard_map(lambda v: olympus.pure_callback(
         host, olympus.ShapeDtypeStruct(v.shape, v.dtype), v, vmap_method="sequential") + 1,
         mesh, in_specs=P(('x', 'y')), out_specs=P(('x', 'y')))
     close(olympus.jit(pure)(x), x + 1)
     assert sorted(d.id for d, _, _ in seen) == list(range(8))
+    assert all(axes == {'x': d.id // 2, 'y': d.id % 2} for d, axes, _ in seen), seen
     # ordered effects stay in program order on each device
     order = []
     def tag(k):
