@@ -3,8 +3,9 @@ pmap. The body is traced once per member (its axis name bound in the axis
 environment, so the lax collectives accept it) and bound as one `pmap`
 equation (src/prims/pmap.c) whose kernel runs a group over the devices
 (src/rt/group.c); every input and output of that equation carries a leading
-member axis. Results are stacked arrays on the first device (JAX shards them
-over the devices; here every member's slice lives in one buffer)."""
+member axis. Results mapped at axis 0 are arrays sharded by a PmapSharding
+over the members' devices, as JAX's: every member's slice is a view of one
+stacked buffer (CPU devices share memory), which a later pmap reads in place."""
 import itertools
 
 import numpy as np
@@ -46,6 +47,18 @@ def bind_mesh(body, names, sizes, devices, args):
                          ("," if len(devices) == 1 else "") + ")",
               "n_out": prog.n_out}
     return list(_core.bind_subs("pmap", list(args) + caps, params, [prog]))
+
+
+def _sharded_result(o, ids):
+    """A concrete result mapped at axis 0, laid out as JAX's: a PmapSharding
+    over the members' devices, member k's slice (a view of the stacked buffer)
+    on device ids[k]. Traced results (under jit, grad, vmap) stay as they are."""
+    if not isinstance(o, _core.Array):
+        return o
+    from olympus._src import api, sharded
+    from olympus.sharding import PmapSharding
+    devs = api.devices()
+    return sharded.unstacked(o, PmapSharding([devs[i] for i in ids]))
 
 
 def _axes_for(in_axes, args):
@@ -165,7 +178,7 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
             elif ax != 0:
                 res.append(jnp.moveaxis(o, 0, ax))
             else:
-                res.append(o)
+                res.append(_sharded_result(o, ids))
         return tree_unflatten(ot, res)
 
     # Called on arrays (no tracer among the arguments, no static arguments),

@@ -8,7 +8,8 @@ order); see docs/design.md, "Sharding"."""
 import numpy as np
 
 from olympus import _core
-from olympus.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding, Sharding
+from olympus.sharding import (NamedSharding, PartitionSpec, PmapSharding, SingleDeviceSharding,
+                              Sharding)
 
 
 class Shard:
@@ -53,12 +54,35 @@ def _put_named(a, sharding, who="device_put args"):
     return _core.make_sharded(glob, sharding, tuple(shards))
 
 
+def unstacked(a, sharding):
+    """a (an Array whose leading dimension has one element per device of the
+    PmapSharding) with member k's slice on devices[k]: views of a's buffer
+    (pmap's results, device_put with a PmapSharding)."""
+    info = a._shards
+    if info is not None and info[0] == sharding:
+        return a
+    shape = tuple(a.shape)
+    if sharding.sharded_dim != 0:
+        raise NotImplementedError("PmapSharding with sharded_dim != 0")
+    sharding._check_shape(shape)
+    glob = a
+    if a.committed or info is not None:  # the global value is uncommitted (no device of its own)
+        glob = _core.take_block(a, (0,) * len(shape), shape)
+    rest = shape[1:]
+    shards = tuple(_core.device_put(_core.take_block(glob, (k,) + (0,) * len(rest), (1,) + rest,
+                                                     rest), dev.id)
+                   for k, dev in enumerate(sharding._flat))
+    return _core.make_sharded(glob, sharding, shards)
+
+
 def put(x, sharding):
-    """One leaf: x (array-like) placed by sharding (a NamedSharding or
-    SingleDeviceSharding)."""
+    """One leaf: x (array-like) placed by sharding (a NamedSharding,
+    PmapSharding or SingleDeviceSharding)."""
     a = x if isinstance(x, _core.Array) else _core.asarray(x)
     if isinstance(sharding, NamedSharding):
         return _put_named(a, sharding)
+    if isinstance(sharding, PmapSharding):
+        return unstacked(a, sharding)
     if isinstance(sharding, SingleDeviceSharding):
         if a._shards is not None:
             a = _core.take_block(a, (0,) * a.ndim, a.shape)
@@ -87,8 +111,8 @@ def array_devices(x):
 def array_device(x):
     info = x._shards
     if info is not None:
-        if info[0].mesh.size == 1:
-            return info[0].mesh._flat[0]
+        if info[0].num_devices == 1:
+            return info[0]._device_assignment[0]
         raise ValueError("Length of devices is greater than 1. Please use `.devices()`.")
     from olympus._src import api
     return api._array_device(x)
@@ -194,7 +218,7 @@ def _jit_call(jaxpr, leaves, cache):
         if np.ndim(leaf) == 0:
             continue
         info = leaf._shards if isinstance(leaf, _core.Array) else None
-        if info is None:
+        if info is None or not isinstance(info[0], NamedSharding):
             return NotImplemented
         if sharding is None:
             sharding, shape = info[0], tuple(leaf.shape)
