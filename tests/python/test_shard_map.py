@@ -279,6 +279,7 @@ def test_pmap_results_are_sharded_over_their_devices():
     assert s.shard_shape(y.shape) == (6,)
     assert s.devices_indices_map(y.shape)[devs[3]] == (1, slice(None))
     assert y.devices() == set(devs[2:6]) and not y.is_fully_replicated
+    assert p(x).sharding == s   # again: the cached call lays its results out the same way
     base = np.asarray(y).ctypes.data
     for k, sh in enumerate(y.addressable_shards):
         assert sh.device == devs[2 + k] and sh.data.shape == (6,)

@@ -61,6 +61,17 @@ def _sharded_result(o, ids):
     return sharded.unstacked(o, PmapSharding([devs[i] for i in ids]))
 
 
+def _flat_out_axes(out_axes, n):
+    """out_axes for each of the n flat outputs (an int or None applies to all;
+    a tree prefix is flattened; anything else: 0)."""
+    if isinstance(out_axes, (int, type(None))):
+        return [out_axes] * n
+    if isinstance(out_axes, (list, tuple)) and len(out_axes) == n:
+        return list(out_axes)
+    flat = tree_flatten(out_axes)[0]
+    return flat if len(flat) == n else [0] * n
+
+
 def _axes_for(in_axes, args):
     if isinstance(in_axes, (int, type(None))):
         return [in_axes] * len(args)
@@ -165,21 +176,15 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
             out_tree.append(ot)
             return ol
         outs = bind_mesh(body, [name], [n], ids, stacked)
-        ot = out_tree[-1]
-        oaxes = out_axes if not isinstance(out_axes, (int, type(None))) else \
-            [out_axes] * len(outs)
-        if not isinstance(oaxes, (list, tuple)) or len(oaxes) != len(outs):
-            oaxes = tree_flatten(out_axes)[0] if len(tree_flatten(out_axes)[0]) == len(outs) \
-                else [0] * len(outs)
         res = []
-        for o, ax in zip(outs, oaxes):
+        for o, ax in zip(outs, _flat_out_axes(out_axes, len(outs))):
             if ax is None:
                 res.append(o[0])  # the value does not vary (JAX requires it): member 0's
             elif ax != 0:
                 res.append(jnp.moveaxis(o, 0, ax))
             else:
                 res.append(_sharded_result(o, ids))
-        return tree_unflatten(ot, res)
+        return tree_unflatten(out_tree[-1], res)
 
     # Called on arrays (no tracer among the arguments, no static arguments),
     # the traced pmap is cached as a jitted call: tracing and binding the
@@ -192,7 +197,14 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
             return wrapped(*args, **kwargs)
         if not cached:
             cached.append(olympus.jit(wrapped))
-        return cached[0](*args)
+        # the jitted call's results are plain arrays: lay out those mapped at
+        # axis 0 over the members' devices, as the traced path does
+        leaves, tree = tree_flatten(cached[0](*args))
+        axes = _flat_out_axes(out_axes, len(leaves))
+        devs = list(devices) if devices is not None else olympus.devices()
+        return tree_unflatten(tree, [
+            _sharded_result(o, [d.id if hasattr(d, "id") else int(d) for d in devs[:o.shape[0]]])
+            if ax == 0 else o for o, ax in zip(leaves, axes)])
 
     dispatch.__wrapped__ = fun
     dispatch.__name__ = getattr(fun, "__name__", "pmap_fun")
