@@ -49,16 +49,24 @@ def bind_mesh(body, names, sizes, devices, args):
     return list(_core.bind_subs("pmap", list(args) + caps, params, [prog]))
 
 
+_pmap_shardings = {}
+
+
 def _sharded_result(o, ids):
     """A concrete result mapped at axis 0, laid out as JAX's: a PmapSharding
     over the members' devices, member k's slice (a view of the stacked buffer)
     on device ids[k]. Traced results (under jit, grad, vmap) stay as they are."""
     if not isinstance(o, _core.Array):
         return o
-    from olympus._src import api, sharded
-    from olympus.sharding import PmapSharding
-    devs = api.devices()
-    return sharded.unstacked(o, PmapSharding([devs[i] for i in ids]))
+    from olympus._src import sharded
+    key = tuple(ids)
+    s = _pmap_shardings.get(key)
+    if s is None:  # one PmapSharding per device list, made once
+        from olympus._src import api
+        from olympus.sharding import PmapSharding
+        devs = api.devices()
+        s = _pmap_shardings[key] = PmapSharding([devs[i] for i in ids])
+    return sharded.unstacked(o, s)
 
 
 def _flat_out_axes(out_axes, n):

@@ -4,7 +4,7 @@ elementwise programs (the hook _core's jit calls when an argument is sharded).
 
 An array laid out by a NamedSharding is an ordinary Array (its global value,
 uncommitted) whose `_shards` slot holds (sharding, per-device Arrays in mesh
-order); see docs/design.md, "Sharding"."""
+order; () for a PmapSharding's, made on demand); see docs/design.md, "Sharding"."""
 import numpy as np
 
 from olympus import _core
@@ -57,7 +57,9 @@ def _put_named(a, sharding, who="device_put args"):
 def unstacked(a, sharding):
     """a (an Array whose leading dimension has one element per device of the
     PmapSharding) with member k's slice on devices[k]: views of a's buffer
-    (pmap's results, device_put with a PmapSharding)."""
+    (pmap's results, device_put with a PmapSharding). The views are made when
+    asked for (addressable_shards): a pmap result that only flows on pays
+    nothing for them."""
     info = a._shards
     if info is not None and info[0] == sharding:
         return a
@@ -68,11 +70,20 @@ def unstacked(a, sharding):
     glob = a
     if a.committed or info is not None:  # the global value is uncommitted (no device of its own)
         glob = _core.take_block(a, (0,) * len(shape), shape)
+    return _core.make_sharded(glob, sharding, ())
+
+
+def _shard_datas(x):
+    """The per-device Arrays of a sharded x, in layout order (a PmapSharding's
+    views of the global buffer are made here, on demand)."""
+    sharding, datas = x._shards
+    if datas or not isinstance(sharding, PmapSharding):
+        return datas
+    shape = tuple(x.shape)
     rest = shape[1:]
-    shards = tuple(_core.device_put(_core.take_block(glob, (k,) + (0,) * len(rest), (1,) + rest,
-                                                     rest), dev.id)
-                   for k, dev in enumerate(sharding._flat))
-    return _core.make_sharded(glob, sharding, shards)
+    return tuple(_core.device_put(_core.take_block(x, (k,) + (0,) * len(rest), (1,) + rest,
+                                                   rest), dev.id)
+                 for k, dev in enumerate(sharding._flat))
 
 
 def put(x, sharding):
@@ -123,9 +134,8 @@ def addressable_shards(x):
     if info is None:
         d = array_device(x)
         return [Shard(d, tuple(slice(None) for _ in x.shape), 0, x)]
-    sharding, datas = info
     return [Shard(dev, idx, rep, data)
-            for (dev, idx, rep), data in zip(sharding._layout(x.shape), datas)]
+            for (dev, idx, rep), data in zip(info[0]._layout(x.shape), _shard_datas(x))]
 
 
 def is_fully_replicated(x):
