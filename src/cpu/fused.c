@@ -245,6 +245,8 @@ static bool run_chain(const oly_fused *g, const oly_kernel_ctx *ctx, int64_t lo,
 
 /* ---------------------------------------------------------------- register programs */
 
+atomic_bool oly__cpu_fused_regs_avx2;
+
 /* Groups with more slots or ops than these run tile by tile (the register
  * file lives on the stack: REGS_MAX_SLOT * RB vectors, 24 KiB at AVX-512). */
 enum { REGS_MAX_SLOT = 48, REGS_MAX_OP = 256 };
@@ -437,12 +439,14 @@ REGS_LOOP(OLY__TARGET_AVX2, regs_f64_a2, double, __m256d, 4, _mm256_loadu_pd,
           _mm256_storeu_pd, _mm256_set1_pd, _mm256_add_pd, _mm256_sub_pd, _mm256_mul_pd,
           _mm256_div_pd, _mm256_xor_pd, _mm256_andnot_pd, _mm256_sqrt_pd, d4)
 
-/* Elements [lo, hi) of register group g at the vector level; false at the
- * portable level (the tile path runs it then). */
+/* Elements [lo, hi) of register group g at the AVX-512 level (and at AVX2
+ * when oly__cpu_fused_regs_avx2 says so); false below it (the tile path runs
+ * it then). */
 static bool run_regs(const oly_fused *g, const oly_kernel_ctx *ctx, int64_t lo, int64_t hi)
 {
     oly_cpu_level lv = oly__cpu_level();
-    if (lv < OLY_CPU_LEVEL_AVX2) return false;
+    bool avx2 = atomic_load_explicit(&oly__cpu_fused_regs_avx2, memory_order_relaxed);
+    if (lv < (avx2 ? OLY_CPU_LEVEL_AVX2 : OLY_CPU_LEVEL_AVX512)) return false;
     bool a5 = lv >= OLY_CPU_LEVEL_AVX512;
     if (g->regs->f64) (a5 ? regs_f64_a5 : regs_f64_a2)(g, ctx, lo, hi);
     else (a5 ? regs_f32_a5 : regs_f32_a2)(g, ctx, lo, hi);

@@ -154,6 +154,13 @@ const oly_fchain *oly__cpu_fused_chain(const oly_fused *g, oly_arena *ar);
  * and refs must be final. */
 const oly_fregs *oly__cpu_fused_regs(const oly_fused *g, oly_arena *ar);
 
+/* Whether register programs run at the AVX2 level too (default false: the
+ * AVX2 loops, built and tested, measured slower than the tiles there: the
+ * sin/cos row on 1M f32, one thread, ~3.06 vs ~2.70 ms of CPU a call; at
+ * AVX-512 ~1.65-1.72 vs ~1.74). Tests turn it on; not for concurrent use with
+ * running kernels. */
+extern atomic_bool oly__cpu_fused_regs_avx2;
+
 /* The group kernel: ctx->params is the oly_fused plan, ctx->in its inputs,
  * ctx->out its outputs. Splits the tiles by ctx->ith / nth. */
 oly_status oly__cpu_fused(const oly_kernel_ctx *ctx);

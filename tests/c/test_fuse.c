@@ -534,8 +534,11 @@ TEST(fuse_register_programs_every_level)
                         else ((double *)oly_array_data(in[0]))[k] = special[k];
                     }
                 }
-                for (int lv = 0; lv <= (int)max; lv++) {
-                    CHECK_OK(oly__cpu_set_level((oly_cpu_level)lv));
+                /* every level, then AVX2 with its register loops on */
+                for (int lv = 0; lv <= (int)max + (max >= OLY_CPU_LEVEL_AVX2); lv++) {
+                    bool avx2_regs = lv > (int)max;
+                    atomic_store(&oly__cpu_fused_regs_avx2, avx2_regs);
+                    CHECK_OK(oly__cpu_set_level(avx2_regs ? OLY_CPU_LEVEL_AVX2 : (oly_cpu_level)lv));
                     oly_array *of[4], *ou[4];
                     oly__exec_set_rewrites(1, 1, 0);
                     CHECK_OK(run(pf, in, 3, of, 4));
@@ -545,12 +548,15 @@ TEST(fuse_register_programs_every_level)
                         if (!same_but_nan_payloads(of[k], ou[k]))
                             CHECK_FAIL_("seed %llu %s shape %d level %s: output %d differs "
                                         "fused/unfused", (unsigned long long)seed,
-                                        oly_dtype_name(t), c, oly_cpu_level_name((oly_cpu_level)lv), k);
+                                        oly_dtype_name(t), c,
+                                        avx2_regs ? "avx2 (registers)"
+                                                  : oly_cpu_level_name((oly_cpu_level)lv), k);
                         oly_array_release(of[k]);
                         oly_array_release(ou[k]);
                     }
                     compared++;
                 }
+                atomic_store(&oly__cpu_fused_regs_avx2, false);
                 CHECK_OK(oly__cpu_set_level(saved));
                 oly__exec_set_rewrites(-1, -1, -1);
                 for (int i = 0; i < 3; i++) oly_array_release(in[i]);
