@@ -96,8 +96,13 @@ def build_floor():
     out = os.path.join(OUT, "_olybench_floor" + sysconfig.get_config_var("EXT_SUFFIX"))
     # -O3 -march=native -ffast-math: lets gcc vectorise the chain loop with
     # glibc's libmvec sinf/cosf, so "C loop" is a real floor for NumPy's SIMD math.
+    # chain_sleef links SLEEF where its header is there (olympus's own build needs it).
+    import glob
+    has_sleef = any(glob.glob(d + "/sleef.h") for d in
+                    ("/usr/include", "/usr/include/*-linux-gnu", "/usr/local/include"))
+    sleef = ["-DOLY_BENCH_SLEEF", "-lsleef"] if has_sleef else []
     _cc(["-std=c11", "-O3", "-march=native", "-ffast-math", "-shared", "-fPIC", "-Wall",
-         "-I" + sysconfig.get_paths()["include"], "-I" + np.get_include(), src, "-lm"],
+         "-I" + sysconfig.get_paths()["include"], "-I" + np.get_include(), src, "-lm"] + sleef,
         out, [src])
     loader = importlib.machinery.ExtensionFileLoader("_olybench_floor", out)
     spec = importlib.util.spec_from_file_location("_olybench_floor", out, loader=loader)
@@ -1013,6 +1018,71 @@ def c_chain_floor():
     return Side(run, result=result)
 
 
+def c_chain_sleef_floor():
+    """chain in AVX-512 registers on SLEEF's u10 sinf/cosf: the floor at
+    olympus's accuracy (one thread)."""
+    fl = floor_mod()
+    out = np.empty_like(X1M)
+    if fl.chain_sleef(X1M, Y1M, out) is not None:
+        raise NotAvailable("floor.c built without AVX-512 + SLEEF")
+    out.fill(np.nan)
+    fl.chain_sleef(X1M, Y1M, out)
+    if np.isnan(out).any():
+        raise NotAvailable("floor.c built without AVX-512 + SLEEF")
+
+    def run(n):
+        for _ in range(n):
+            fl.chain_sleef(X1M, Y1M, out)
+
+    def result():
+        fl.chain_sleef(X1M, Y1M, out)
+        return out.copy()
+    return Side(run, result=result, note="SLEEF u10, 1 thread")
+
+
+# A subprocess running the 10M chain with its own OLYMPUS_NUM_THREADS (the pool
+# size is read once per process): "n" on stdin runs n calls, then "done".
+_CHAIN_WORKER = r'''
+import sys
+import numpy as np
+import olympus, olympus.numpy as jnp
+g = np.random.default_rng(1)
+x = g.standard_normal(10 ** 7).astype(np.float32)
+y = g.standard_normal(10 ** 7).astype(np.float32)
+f = olympus.jit(lambda a, b: jnp.sin(a) ** 2 + jnp.cos(a) * b)
+xs = (jnp.asarray(x), jnp.asarray(y))
+f(*xs).block_until_ready()
+print("ready", flush=True)
+for line in sys.stdin:
+    for _ in range(int(line)):
+        f(*xs).block_until_ready()
+    print("done", flush=True)
+'''
+
+
+def chain_10m_threads(threads):
+    """The 10M chain under OLYMPUS_NUM_THREADS=threads, in a subprocess (a pipe
+    round trip per batch, ~0.1 ms against ~20+ ms a call)."""
+    def prepare():
+        import atexit
+        env = dict(os.environ, OLYMPUS_NUM_THREADS=str(threads))
+        env["PYTHONPATH"] = os.pathsep.join([os.path.join(ROOT, "python"),
+                                             env.get("PYTHONPATH", "")])
+        p = subprocess.Popen([sys.executable, "-c", _CHAIN_WORKER], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, env=env)
+        atexit.register(p.kill)
+        if p.stdout.readline().strip() != "ready":
+            raise NotAvailable(f"the OLYMPUS_NUM_THREADS={threads} worker failed")
+
+        def run(n):
+            p.stdin.write(f"{n}\n")
+            p.stdin.flush()
+            if p.stdout.readline().strip() != "done":
+                raise RuntimeError("the chain worker died")
+        return Side(run, note=f"OLYMPUS_NUM_THREADS={threads}")
+    return prepare
+
+
 def _chain_np(x, y):
     return np.sin(x) ** 2 + np.cos(x) * y
 
@@ -1308,6 +1378,11 @@ def make_rows(args):
                     numpy_side(_chain_np, X1M, Y1M), 0.6, "<=0.6x NumPy", rtol=1e-4))
     rows.append(Row("chain-c", "5", "sin(x)**2+cos(x)*y f32[1M]", chain, "C loop (floor)",
                     c_chain_floor, 1.5, "<=1.5x floor", rtol=1e-4))
+    rows.append(Row("chain-c-sleef", "5", "sin(x)**2+cos(x)*y f32[1M]", chain,
+                    "C SLEEF u10 (floor)", c_chain_sleef_floor, 1.5, "<=1.5x floor", rtol=1e-4))
+    rows.append(Row("chain-threads-10M", "5", "sin(x)**2+cos(x)*y f32[10M]",
+                    chain_10m_threads(2), "olympus, 1 thread", chain_10m_threads(1), 1 / 1.6,
+                    ">=1.6x on 2 threads"))
     # fusion (src/exec/fuse.c): elementwise chains in one pass over memory
     affine = oly_jit_side(lambda jnp: _affine, X10M, Y10M)
     rows.append(Row("affine-floor", "5", "(x*2+1)*y-x f32[10M]", affine,
