@@ -15,11 +15,13 @@
  * copy. Calls are chained the same way.
  *
  * chain: the hand-written C loop for out = sin(x)**2 + cos(x)*y (f32), on
- * glibc's libmvec sinf/cosf (-ffast-math: 4-ULP functions, 16 lanes).
+ * glibc's libmvec sinf/cosf (-ffast-math: 4-ULP functions, 16 lanes; 8 in
+ * the AVX2 build).
  *
- * chain_sleef: the same in one pass of AVX-512 registers on the functions
- * olympus guarantees (SLEEF's 1-ULP sinf16_u10 / cosf16_u10): the floor at
- * olympus's accuracy. None where the CPU or the build lacks AVX-512.
+ * chain_sleef: the same in one pass of vector registers on the functions
+ * olympus guarantees (SLEEF's 1-ULP sinf16_u10 / cosf16_u10, or sinf8_u10avx2
+ * in the AVX2 build): the floor at olympus's accuracy. None where the build
+ * lacks AVX2+FMA or SLEEF.
  *
  * affine: out = (x*2+1)*y - x (f32) in one pass: two reads and a write per
  * element, the memory-bandwidth floor of any evaluation of it.
@@ -188,15 +190,23 @@ done:
     return ret;
 }
 
-#if defined(__AVX512F__) && defined(OLY_BENCH_SLEEF)
+/* The widest level this file is compiled for (bench/run.py builds one copy
+ * per olympus kernel level: -march=native, or -march=haswell for avx2). */
+#if defined(OLY_BENCH_SLEEF) && defined(__AVX512F__)
+#define CHAIN_SLEEF 16
+#elif defined(OLY_BENCH_SLEEF) && defined(__AVX2__) && defined(__FMA__)
+#define CHAIN_SLEEF 8
+#endif
+#ifdef CHAIN_SLEEF
 #include <immintrin.h>
 #include <sleef.h>
 #endif
 
-/* chain_sleef(x, y, out): chain's formula, SLEEF u10 in registers (f32). */
+/* chain_sleef(x, y, out): chain's formula, SLEEF u10 in registers (f32):
+ * 16 lanes of sinf16_u10avx512f, or 8 of sinf8_u10avx2 in an AVX2 build. */
 static PyObject *chain_sleef(PyObject *self, PyObject *args)
 {
-#if defined(__AVX512F__) && defined(OLY_BENCH_SLEEF)
+#ifdef CHAIN_SLEEF
     Py_buffer bx, by, bo;
     if (!PyArg_ParseTuple(args, "y*y*w*", &bx, &by, &bo)) return NULL;
     PyObject *ret = NULL;
@@ -209,12 +219,21 @@ static PyObject *chain_sleef(PyObject *self, PyObject *args)
     float *o = bo.buf;
     Py_ssize_t n = bx.len / 4;
     Py_BEGIN_ALLOW_THREADS
+#if CHAIN_SLEEF == 16
     for (Py_ssize_t i = 0; i < n; i += 16) {
         __m512 v = _mm512_loadu_ps(x + i);
         __m512 s = Sleef_sinf16_u10avx512f(v), c = Sleef_cosf16_u10avx512f(v);
         _mm512_storeu_ps(o + i, _mm512_add_ps(_mm512_mul_ps(s, s),
                                               _mm512_mul_ps(c, _mm512_loadu_ps(y + i))));
     }
+#else
+    for (Py_ssize_t i = 0; i < n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        __m256 s = Sleef_sinf8_u10avx2(v), c = Sleef_cosf8_u10avx2(v);
+        _mm256_storeu_ps(o + i, _mm256_add_ps(_mm256_mul_ps(s, s),
+                                              _mm256_mul_ps(c, _mm256_loadu_ps(y + i))));
+    }
+#endif
     Py_END_ALLOW_THREADS
     ret = Py_NewRef(Py_None);
 done:
@@ -286,7 +305,7 @@ static PyMethodDef methods[] = {
      "py_loop_inplace(fn, x, n): the C->Python floor of an in-place callback fn(None, out, x)."},
     {"chain", chain, METH_VARARGS, "chain(x, y, out): out = sin(x)**2 + cos(x)*y (f32)."},
     {"chain_sleef", chain_sleef, METH_VARARGS,
-     "chain_sleef(x, y, out): chain on SLEEF's u10 sinf/cosf in AVX-512 registers (None: "
+     "chain_sleef(x, y, out): chain on SLEEF's u10 sinf/cosf in AVX-512 or AVX2 registers (None: "
      "not built with them; out untouched)."},
     {"affine", affine, METH_VARARGS, "affine(x, y, out): out = (x*2+1)*y - x (f32)."},
     {"chain32", chain32, METH_VARARGS,

@@ -34,10 +34,79 @@ import sysconfig
 import time
 import traceback
 
-import numpy as np
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+
+# ---------------------------------------------------------------- peers at olympus's level
+#
+# With OLYMPUS_CPU_LEVEL (or OLYMPUS_NO_SIMD) forcing olympus's kernels below the
+# CPU's best level, the peers are held to the same level, so every row reads
+# as it would on a CPU whose best is that level: NumPy through
+# NPY_DISABLE_CPU_FEATURES (read once, when numpy is imported: so this runs
+# before the import below, and child processes inherit it), Numba through
+# NUMBA_CPU_NAME, the C floors through a build per level (build_floor). A
+# variable the caller set is left as it is.
+
+# Per level: the NumPy dispatch targets it keeps, and the Numba / gcc CPU name.
+_PEER_LEVELS = {
+    "portable": (set(), "x86-64"),
+    "avx2": ({"SSSE3", "SSE41", "POPCNT", "SSE42", "AVX", "F16C", "FMA3", "AVX2"}, "haswell"),
+}
+
+
+def _cpu_flags():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def _olympus_level_from_env(flags):
+    """(level olympus runs at, the CPU's best), read as src/cpu/simd.c reads them."""
+    best = ("avx512" if {"avx512f", "avx512dq", "avx512bw", "avx512vl"} <= flags
+            else "avx2" if {"avx2", "fma"} <= flags else "portable")
+    order = ["portable", "avx2", "avx512"]
+    no = os.environ.get("OLYMPUS_NO_SIMD", "")
+    want = os.environ.get("OLYMPUS_CPU_LEVEL", "")
+    if no and no != "0":
+        want = "portable"
+    if want not in order:
+        return best, best
+    return order[min(order.index(want), order.index(best))], best
+
+
+def _limit_peers():
+    """Sets the peers' environment for a forced olympus level; returns the
+    level the peers are meant to run at."""
+    level, best = _olympus_level_from_env(_cpu_flags())
+    if level == best or level not in _PEER_LEVELS:
+        return level
+    keep, cpu_name = _PEER_LEVELS[level]
+    os.environ.setdefault("NUMBA_CPU_NAME", cpu_name)
+    if "NPY_DISABLE_CPU_FEATURES" not in os.environ:
+        # Only NumPy's dispatch targets that this CPU has may be named (others
+        # are refused with a warning): ask a child numpy which those are.
+        code = ("from numpy.core._multiarray_umath import __cpu_features__ as f, "
+                "__cpu_dispatch__ as d\nprint(' '.join(x for x in d if f.get(x)))")
+        try:
+            have = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                                  text=True, timeout=60).stdout.split()
+        except (OSError, subprocess.SubprocessError):
+            have = []
+        drop = [x for x in have if x not in keep]
+        if drop:
+            os.environ["NPY_DISABLE_CPU_FEATURES"] = " ".join(drop)
+    return level
+
+
+PEER_LEVEL = _limit_peers()
+
+import numpy as np  # noqa: E402 - after _limit_peers, which sets NumPy's dispatch
+
 OUT = os.path.join(HERE, "build")  # ignored by git (build/)
 RESULTS = os.path.join(HERE, "results")
 
@@ -80,7 +149,7 @@ def _cc(args, out, deps):
         same = False
     if same and not _stale(out, deps):
         return out
-    os.makedirs(OUT, exist_ok=True)
+    os.makedirs(os.path.dirname(out), exist_ok=True)
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         tail = (p.stderr or p.stdout).strip().splitlines()[-3:]
@@ -90,10 +159,20 @@ def _cc(args, out, deps):
     return out
 
 
+def floor_march():
+    """gcc's -march for the C floors: the CPU's own, or the forced level's
+    (the AVX2 build has no AVX-512 code, as on an AVX2-only CPU)."""
+    level, best = _olympus_level_from_env(_cpu_flags())
+    return "native" if level == best else _PEER_LEVELS[level][1]
+
+
 def build_floor():
-    """The CPython extension _olybench_floor (floor.c), imported from bench/build."""
+    """The CPython extension _olybench_floor (floor.c), imported from bench/build
+    (bench/build/march-NAME/ when built for a forced level)."""
     src = os.path.join(HERE, "floor.c")
-    out = os.path.join(OUT, "_olybench_floor" + sysconfig.get_config_var("EXT_SUFFIX"))
+    march = floor_march()
+    out = os.path.join(OUT if march == "native" else os.path.join(OUT, "march-" + march),
+                       "_olybench_floor" + sysconfig.get_config_var("EXT_SUFFIX"))
     # -O3 -march=native -ffast-math: lets gcc vectorise the chain loop with
     # glibc's libmvec sinf/cosf, so "C loop" is a real floor for NumPy's SIMD math.
     # chain_sleef links SLEEF where its header is there (olympus's own build needs it).
@@ -101,7 +180,7 @@ def build_floor():
     has_sleef = any(glob.glob(d + "/sleef.h") for d in
                     ("/usr/include", "/usr/include/*-linux-gnu", "/usr/local/include"))
     sleef = ["-DOLY_BENCH_SLEEF", "-lsleef"] if has_sleef else []
-    _cc(["-std=c11", "-O3", "-march=native", "-ffast-math", "-shared", "-fPIC", "-Wall",
+    _cc(["-std=c11", "-O3", "-march=" + march, "-ffast-math", "-shared", "-fPIC", "-Wall",
          "-I" + sysconfig.get_paths()["include"], "-I" + np.get_include(), src, "-lm"] + sleef,
         out, [src])
     loader = importlib.machinery.ExtensionFileLoader("_olybench_floor", out)
@@ -1019,16 +1098,16 @@ def c_chain_floor():
 
 
 def c_chain_sleef_floor():
-    """chain in AVX-512 registers on SLEEF's u10 sinf/cosf: the floor at
-    olympus's accuracy (one thread)."""
+    """chain in AVX-512 (AVX2 at a forced avx2 level) registers on SLEEF's u10
+    sinf/cosf: the floor at olympus's accuracy (one thread)."""
     fl = floor_mod()
     out = np.empty_like(X1M)
     if fl.chain_sleef(X1M, Y1M, out) is not None:
-        raise NotAvailable("floor.c built without AVX-512 + SLEEF")
+        raise NotAvailable("floor.c built without AVX2/AVX-512 + SLEEF")
     out.fill(np.nan)
     fl.chain_sleef(X1M, Y1M, out)
     if np.isnan(out).any():
-        raise NotAvailable("floor.c built without AVX-512 + SLEEF")
+        raise NotAvailable("floor.c built without AVX2/AVX-512 + SLEEF")
 
     def run(n):
         for _ in range(n):
@@ -1722,6 +1801,25 @@ def _level_text(info):
     return lv if not mx or mx == lv else f"{lv} (forced; CPU max {mx})"
 
 
+def peers_text():
+    """The level the peers run at, read back from NumPy itself (so a
+    NPY_DISABLE_CPU_FEATURES that did not take shows)."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__ as feat, __cpu_dispatch__ as disp
+    except ImportError:
+        from numpy.core._multiarray_umath import __cpu_features__ as feat, __cpu_dispatch__ as disp
+    on = [x for x in disp if feat.get(x)]
+    avx512 = [x for x in on if x.startswith("AVX512")]
+    npy = (f"AVX-512 ({avx512[-1]})" if avx512 else "AVX2" if "AVX2" in on
+           else on[-1] if on else "baseline")
+    text = f"NumPy dispatch {npy}"
+    if os.environ.get("NPY_DISABLE_CPU_FEATURES"):
+        text += f" [NPY_DISABLE_CPU_FEATURES={os.environ['NPY_DISABLE_CPU_FEATURES']}]"
+    text += f", Numba cpu {os.environ.get('NUMBA_CPU_NAME', 'host')}"
+    text += f", C floors -march={floor_march()}"
+    return text
+
+
 def machine_info():
     model, flags = "unknown", set()
     try:
@@ -1740,7 +1838,8 @@ def machine_info():
         load = "?"
     info = {"nproc": os.cpu_count(), "cpu_model": model, "cpu_flags": isa, "load": load,
             "platform": platform.platform(),
-            "python": sys.version.split()[0], "numpy": np.__version__}
+            "python": sys.version.split()[0], "numpy": np.__version__,
+            "peer_level": PEER_LEVEL, "peers": peers_text()}
     try:
         info["numba"] = numba_mod().__version__
     except NotAvailable:
@@ -1784,6 +1883,7 @@ def main(argv=None):
         info["olympus"] = f"n/a: {e}"
     log(f"olympus bench: {info['nproc']} x {info['cpu_model']} ({info['cpu_flags']}); "
         f"olympus kernels: {_level_text(info)}; olympus: {info['olympus']}")
+    log(f"peers: {info['peers']}")
     rows = make_rows(args)
     results = []
     for i, row in enumerate(rows, 1):
@@ -1803,6 +1903,7 @@ def main(argv=None):
           f"olympus kernels: {_level_text(info)}; python {info['python']}, "
           f"numpy {info['numpy']}, numba {info['numba']}; median of {args.repeats} repeats; "
           f"{elapsed:.0f} s; load {info['load']} before")
+    print(f"peers at {info['peer_level']}: {info['peers']}")
     print_table(results)
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
     doc = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
