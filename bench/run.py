@@ -18,6 +18,10 @@ whose id or name contains TEXT), --repeats N, --target-ms MS (length of one
 timed batch), --json PATH, --cb-driver auto|unroll|fori.
 Environment: OLYMPUS_EXT_DIR / OLYMPUS_BUILD_DIR name the olympus build folder
 (default: build/) whose libolympus.a the native-host driver links.
+OLYMPUS_CPU_LEVEL (or OLYMPUS_NO_SIMD) below the CPU's best holds the peers to
+that level too: NumPy (NPY_DISABLE_CPU_FEATURES, set before numpy is imported),
+Numba (NUMBA_CPU_NAME) and the C floors (-march=haswell / x86-64); the header's
+"peers at" line says what they run at. A variable set by the caller wins.
 """
 import argparse
 import ctypes

@@ -157,7 +157,11 @@ const oly_fregs *oly__cpu_fused_regs(const oly_fused *g, oly_arena *ar);
 /* Whether register programs run at the AVX2 level too (default false: the
  * AVX2 loops, built and tested, measured slower than the tiles there: the
  * sin/cos row on 1M f32, one thread, ~3.06 vs ~2.70 ms of CPU a call; at
- * AVX-512 ~1.65-1.72 vs ~1.74). Tests turn it on; not for concurrent use with
+ * AVX-512 ~1.65-1.72 vs ~1.74). Measured again (docs/performance.md, "The
+ * AVX2 level against AVX2 peers"): 3.16 vs 3.17 ms on one thread, 1.60 vs
+ * 1.74 ms on two, within the VM's noise; SLEEF's sinf8/cosf8_u10avx2 are
+ * ~75% of the CPU either way, and 2, 4 or 16 vectors a block or prefetching
+ * changed nothing measurable. Tests turn it on; not for concurrent use with
  * running kernels. */
 extern atomic_bool oly__cpu_fused_regs_avx2;
 
