@@ -218,6 +218,19 @@ def build_ffi_kernel():
     return lib
 
 
+def _mpi_link(lib):
+    """OpenMPI's link flags when the library was built with MPI (src/rt/mpi.c
+    then calls it), else none."""
+    try:
+        syms = subprocess.run(["nm", lib], capture_output=True, text=True).stdout
+        if "U MPI_Init_thread" not in syms:
+            return []
+        return subprocess.run(["mpicc", "--showme:link"], capture_output=True,
+                              text=True).stdout.split()
+    except OSError:
+        return []
+
+
 def build_native_driver():
     src = os.path.join(HERE, "native_host.c")
     lib = os.path.join(olympus_build_dir(), "libolympus.a")
@@ -228,7 +241,7 @@ def build_native_driver():
     # refers to its rows weakly again (a plain static link would then drop them).
     _cc(["-std=c11", "-O2", "-D_GNU_SOURCE", "-Wall", "-I" + os.path.join(ROOT, "include"), src,
          "-Wl,--whole-archive", lib, "-Wl,--no-whole-archive", "-lsleef", "-lopenblas", "-lfftw3",
-         "-lfftw3f", "-lm", "-lpthread"],
+         "-lfftw3f", "-lm", "-lpthread"] + _mpi_link(lib),
         out,
         [src, lib, os.path.join(ROOT, "include", "olympus.h")])
     return out
