@@ -129,6 +129,8 @@ ifeq ($(MPI),1)
 	$(MPIRUN) $(BUILD)/test_c mpi_
 	for c in notice timeout mismatch; do \
 	  OLYMPUS_COLLECTIVE_TIMEOUT=1 $(MPIRUN) $(BUILD)/test_c mpifail_$$c || exit 1; done
+	OLYMPUS_NUM_CPU_DEVICES=2 $(MPIRUN) $(BUILD)/test_c mpigroup_
+	OLYMPUS_NUM_CPU_DEVICES=2 OLYMPUS_COLLECTIVE_TIMEOUT=10 $(MPIRUN) $(BUILD)/test_c mpigroupfail_
 endif
 
 test-python: $(EXT) $(FFI_LIBS) $(BUILD)/test_c
