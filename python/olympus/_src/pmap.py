@@ -26,10 +26,11 @@ def bind_mesh(body, names, sizes, devices, args):
     traced per member with every mesh axis name bound, run once per member of
     the mesh (names, sizes: row-major; devices: one device id per member).
     args: flat arrays or tracers, each with a leading member axis of
-    prod(sizes). Returns the flat outputs, each with that leading axis. The
-    building block of pmap (and of a shard_map later)."""
+    prod(sizes) (under olympus.distributed, devices are global ids and the
+    axis holds this process's members only). Returns the flat outputs, each
+    with that leading axis. The building block of pmap (and of a shard_map later)."""
     import olympus.numpy as jnp
-    n = int(np.prod(sizes))
+    n = _local_count(devices) if _core.process_count() > 1 else int(np.prod(sizes))
     avals = [_aval(a) for a in args]
     member = [(tuple(s[1:]), d, w) for s, d, w in avals]
     frames = [_par.axis_frame(nm, sz) for nm, sz in zip(names, sizes)]
@@ -46,6 +47,12 @@ def bind_mesh(body, names, sizes, devices, args):
                          ("," if len(devices) == 1 else "") + ")",
               "n_out": prog.n_out}
     return list(_core.bind_subs("pmap", list(args) + caps, params, [prog]))
+
+
+def _local_count(ids):
+    """How many of the global device ids are this process's."""
+    per, me = int(_core.device_count()), int(_core.process_index())
+    return sum(1 for d in ids if d // per == me)
 
 
 def _axes_for(in_axes, args):
@@ -113,16 +120,28 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
             raise ValueError("pmap requires at least one argument with a mapped axis, or "
                              "axis_size")
         devs = list(devices) if devices is not None else olympus.devices()
-        if devices is not None and len(devs) != n:
+        ids = [d.id if hasattr(d, "id") else int(d) for d in devs]
+        n_local = _local_count(ids) if olympus.process_count() > 1 else len(ids)
+        if n_local != len(ids):  # devices of other processes: this process's slice
+            if n != n_local:
+                raise ValueError(f"Leading axis size of input to pmapped function must equal "
+                                 f"the number of local devices passed to pmap. Got "
+                                 f"axis_size={n}, num_local_devices={n_local}.")
+            if len(set(ids)) != len(ids):
+                raise ValueError(f"pmap got duplicate devices: {ids}")
+            n_global = len(ids)
+        elif devices is not None and len(devs) != n:
             raise ValueError(f"Leading axis size of input to pmapped function must equal the "
                              f"number of local devices passed to pmap. Got axis_size={n}, "
                              f"num_local_devices={len(devs)}.")
-        if n > len(devs):
+        if n_local == len(ids) and n > len(devs):
             raise ValueError(f"compiling computation that requires {n} logical devices, but "
                              f"only {len(devs)} CPU devices are available (num_replicas={n})")
-        ids = [d.id if hasattr(d, "id") else int(d) for d in devs[:n]]
-        if len(set(ids)) != len(ids):
-            raise ValueError(f"pmap got duplicate devices: {ids}")
+        if n_local == len(ids):
+            ids = ids[:n]
+            if len(set(ids)) != len(ids):
+                raise ValueError(f"pmap got duplicate devices: {ids}")
+            n_global = n
         stacked = []
         for v, ax in zip(leaves, leaf_axes):
             if ax is None:
@@ -151,7 +170,7 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
             ol, ot = tree_flatten(out)
             out_tree.append(ot)
             return ol
-        outs = bind_mesh(body, [name], [n], ids, stacked)
+        outs = bind_mesh(body, [name], [n_global], ids, stacked)
         ot = out_tree[-1]
         oaxes = out_axes if not isinstance(out_axes, (int, type(None))) else \
             [out_axes] * len(outs)
