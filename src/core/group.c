@@ -46,6 +46,7 @@ struct oly_group {
     int n_local;                /* this process's members */
     int *local;                 /* owned, n_local: their member numbers, ascending */
     int n_procs, me, per;       /* processes spanned (1: local), this one, devices per process */
+    int base;                   /* global id of this process's device 0 (0: one process) */
     int *proc, *place;          /* owned, n: each member's process and place among its members */
 };
 
@@ -145,6 +146,7 @@ oly_status oly__group_new(const oly_mesh *mesh, oly_group **out)
     g->n_procs = spans ? procs : 1;
     g->me = spans ? me : 0;
     g->per = per;
+    g->base = procs > 1 ? me * per : 0; /* global ids once joined, spanning or not */
     for (int k = 0; k < n; k++) {
         int p = spans ? g->devices[k] / per : 0, c = 0;
         for (int j = 0; j < k; j++) c += g->proc[j] == p;
@@ -180,7 +182,7 @@ void oly__group_free(oly_group *g)
 int oly__group_size(const oly_group *g) { return g->n; }
 int oly__group_device(const oly_group *g, int member)
 {
-    return g->devices[member] - (g->n_procs > 1 ? g->me * g->per : 0);
+    return g->devices[member] - g->base;
 }
 int oly__group_local_size(const oly_group *g) { return g->n_local; }
 int oly__group_local_member(const oly_group *g, int i) { return g->local[i]; }

@@ -28,6 +28,8 @@ out = {"rank": me, "devices": len(olympus.devices()),
        "scatter": np.asarray(olympus.pmap(lambda v: lax.psum_scatter(v, "i", tiled=True), "i")(
            np.repeat(x[:, None, :1], 4, axis=1).reshape(L, 4))).tolist(),
        "size": pm(lambda v: lax.psum(1, "i") + 0 * v[0]),
+       "local_only": np.asarray(olympus.pmap(lambda v: lax.psum(v, "i"), "i",
+                                             devices=olympus.local_devices())(x)).tolist(),
        "jit": np.asarray(olympus.jit(olympus.pmap(lambda v: lax.psum(v * v, "i"), "i"))(x)).tolist()}
 try:
     olympus.pmap(lambda v: v, "i")(g)
@@ -59,6 +61,8 @@ def test_pmap_over_every_process_devices_vs_numpy():
         assert r["size"] == [4, 4]
         np.testing.assert_allclose(r["jit"], np.broadcast_to((g * g).sum(0), (2, 3)), rtol=1e-6)
         assert "num_local_devices=2" in r["wrong_rows"]
+        # a pmap over this process's devices alone stays in the process
+        np.testing.assert_allclose(r["local_only"], np.broadcast_to(g[mine].sum(0), (2, 3)))
 
 
 FAILING = r"""
