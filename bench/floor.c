@@ -14,7 +14,12 @@
  * writable) and the return value checked to be None. No result to convert or
  * copy. Calls are chained the same way.
  *
- * chain: the hand-written C loop for out = sin(x)**2 + cos(x)*y (f32).
+ * chain: the hand-written C loop for out = sin(x)**2 + cos(x)*y (f32), on
+ * glibc's libmvec sinf/cosf (-ffast-math: 4-ULP functions, 16 lanes).
+ *
+ * chain_sleef: the same in one pass of AVX-512 registers on the functions
+ * olympus guarantees (SLEEF's 1-ULP sinf16_u10 / cosf16_u10): the floor at
+ * olympus's accuracy. None where the CPU or the build lacks AVX-512.
  *
  * affine: out = (x*2+1)*y - x (f32) in one pass: two reads and a write per
  * element, the memory-bandwidth floor of any evaluation of it.
@@ -183,6 +188,45 @@ done:
     return ret;
 }
 
+#if defined(__AVX512F__) && defined(OLY_BENCH_SLEEF)
+#include <immintrin.h>
+#include <sleef.h>
+#endif
+
+/* chain_sleef(x, y, out): chain's formula, SLEEF u10 in registers (f32). */
+static PyObject *chain_sleef(PyObject *self, PyObject *args)
+{
+#if defined(__AVX512F__) && defined(OLY_BENCH_SLEEF)
+    Py_buffer bx, by, bo;
+    if (!PyArg_ParseTuple(args, "y*y*w*", &bx, &by, &bo)) return NULL;
+    PyObject *ret = NULL;
+    if (bx.len != by.len || bx.len != bo.len || bx.len % 64) {
+        PyErr_SetString(PyExc_ValueError,
+                        "chain_sleef: x, y, out must be float32 of one size, a multiple of 16");
+        goto done;
+    }
+    const float *x = bx.buf, *y = by.buf;
+    float *o = bo.buf;
+    Py_ssize_t n = bx.len / 4;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i += 16) {
+        __m512 v = _mm512_loadu_ps(x + i);
+        __m512 s = Sleef_sinf16_u10avx512f(v), c = Sleef_cosf16_u10avx512f(v);
+        _mm512_storeu_ps(o + i, _mm512_add_ps(_mm512_mul_ps(s, s),
+                                              _mm512_mul_ps(c, _mm512_loadu_ps(y + i))));
+    }
+    Py_END_ALLOW_THREADS
+    ret = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&bx);
+    PyBuffer_Release(&by);
+    PyBuffer_Release(&bo);
+    return ret;
+#else
+    return Py_NewRef(Py_None);
+#endif
+}
+
 /* affine(x, y, out): out = (x*2+1)*y - x over float32 buffers of one size. */
 static PyObject *affine(PyObject *self, PyObject *args)
 {
@@ -241,6 +285,9 @@ static PyMethodDef methods[] = {
     {"py_loop_inplace", py_loop_inplace, METH_VARARGS,
      "py_loop_inplace(fn, x, n): the C->Python floor of an in-place callback fn(None, out, x)."},
     {"chain", chain, METH_VARARGS, "chain(x, y, out): out = sin(x)**2 + cos(x)*y (f32)."},
+    {"chain_sleef", chain_sleef, METH_VARARGS,
+     "chain_sleef(x, y, out): chain on SLEEF's u10 sinf/cosf in AVX-512 registers (None: "
+     "not built with them; out untouched)."},
     {"affine", affine, METH_VARARGS, "affine(x, y, out): out = (x*2+1)*y - x (f32)."},
     {"chain32", chain32, METH_VARARGS,
      "chain32(x, out, a, b): out = x, then out = out*a + b 16 times (f32)."},

@@ -96,8 +96,13 @@ def build_floor():
     out = os.path.join(OUT, "_olybench_floor" + sysconfig.get_config_var("EXT_SUFFIX"))
     # -O3 -march=native -ffast-math: lets gcc vectorise the chain loop with
     # glibc's libmvec sinf/cosf, so "C loop" is a real floor for NumPy's SIMD math.
+    # chain_sleef links SLEEF where its header is there (olympus's own build needs it).
+    import glob
+    has_sleef = any(glob.glob(d + "/sleef.h") for d in
+                    ("/usr/include", "/usr/include/*-linux-gnu", "/usr/local/include"))
+    sleef = ["-DOLY_BENCH_SLEEF", "-lsleef"] if has_sleef else []
     _cc(["-std=c11", "-O3", "-march=native", "-ffast-math", "-shared", "-fPIC", "-Wall",
-         "-I" + sysconfig.get_paths()["include"], "-I" + np.get_include(), src, "-lm"],
+         "-I" + sysconfig.get_paths()["include"], "-I" + np.get_include(), src, "-lm"] + sleef,
         out, [src])
     loader = importlib.machinery.ExtensionFileLoader("_olybench_floor", out)
     spec = importlib.util.spec_from_file_location("_olybench_floor", out, loader=loader)
@@ -715,6 +720,95 @@ def mpi_results(args):
     return lazy("mpi", run)
 
 
+# ---------------------------------------------------------------- pmap dispatch (4 devices)
+
+PMAP_SHAPE = (4, 8)
+
+
+def _pmap_body(jnp):
+    return lambda v: jnp.sin(v) * 2.0 + 1.0
+
+
+def oly_pmap_dispatch():
+    olympus, jnp = oly()
+    pm = olympus.pmap(_pmap_body(jnp), axis_name="i")
+    x = jnp.asarray(np.arange(32, dtype=np.float32).reshape(PMAP_SHAPE) / 8)
+    _block(pm(x))
+
+    def run(n):
+        for _ in range(n):
+            _block(pm(x))
+    return Side(run, result=lambda: np.asarray(pm(x)),
+                note="pmap(sin(v)*2+1) over 4 CPU devices, f32[4,8] (one f32[8] per device)")
+
+
+def oly_jit_per_device():
+    olympus, jnp = oly()
+    jf = olympus.jit(_pmap_body(jnp))
+    x = np.arange(32, dtype=np.float32).reshape(PMAP_SHAPE) / 8
+    devs = olympus.devices()
+    xs = [olympus.device_put(x[k], devs[k]) for k in range(PMAP_SHAPE[0])]
+    for v in xs:
+        _block(jf(v))
+
+    def run(n):
+        for _ in range(n):
+            for r in [jf(v) for v in xs]:
+                _block(r)
+    return Side(run, result=lambda: np.stack([np.asarray(jf(v)) for v in xs]))
+
+
+def oly_jit_whole():
+    olympus, jnp = oly()
+    jf = olympus.jit(_pmap_body(jnp))
+    x = jnp.asarray(np.arange(32, dtype=np.float32).reshape(PMAP_SHAPE) / 8)
+    _block(jf(x))
+
+    def run(n):
+        for _ in range(n):
+            _block(jf(x))
+    return Side(run, result=lambda: np.asarray(jf(x)))
+
+
+PMAP_PEERS = {"pmap-4jit": oly_jit_per_device, "pmap-1jit": oly_jit_whole}
+
+
+def pmap_child(args):
+    """The pmap rows, measured in this process (started with 4 CPU devices):
+    one JSON line per case, as native_host prints."""
+    for case, peer in PMAP_PEERS.items():
+        res, sides = measure_pair(oly_pmap_dispatch, peer, args.repeats, args.target_ms / 1e3)
+        d = {"case": case, "error": ""}
+        for k in ("oly", "peer"):
+            v = res[k]
+            d[f"{k}_ns"] = [t * 1e9 for t in v] if isinstance(v, list) else []
+            if not isinstance(v, list):
+                d["error"] = d["error"] or v
+        d["note"] = cross_check(sides, 1e-6)
+        print(json.dumps(d), flush=True)
+    return 0
+
+
+def pmap_results(args):
+    """Runs this script again with OLYMPUS_NUM_CPU_DEVICES=4 (the device count
+    is fixed at first use); {case: {...}} as native_results."""
+    def run():
+        env = dict(os.environ, OLYMPUS_NUM_CPU_DEVICES="4")
+        p = subprocess.run([sys.executable, os.path.abspath(__file__), "--pmap-child",
+                            "--repeats", str(args.repeats), "--target-ms", str(args.target_ms)],
+                           capture_output=True, text=True, timeout=600, env=env)
+        out = {}
+        for line in p.stdout.splitlines():
+            if line.strip().startswith("{"):
+                d = json.loads(line)
+                out[d["case"]] = d
+        if not out:
+            raise NotAvailable(f"the pmap child exited {p.returncode}: "
+                               + (p.stderr.strip().splitlines() or ["no output"])[-1])
+        return out
+    return lazy("pmap", run)
+
+
 # ---------------------------------------------------------------- ffi_call of a C kernel
 
 def _ffi_target():
@@ -922,6 +1016,71 @@ def c_chain_floor():
         fl.chain(X1M, Y1M, out)
         return out.copy()
     return Side(run, result=result)
+
+
+def c_chain_sleef_floor():
+    """chain in AVX-512 registers on SLEEF's u10 sinf/cosf: the floor at
+    olympus's accuracy (one thread)."""
+    fl = floor_mod()
+    out = np.empty_like(X1M)
+    if fl.chain_sleef(X1M, Y1M, out) is not None:
+        raise NotAvailable("floor.c built without AVX-512 + SLEEF")
+    out.fill(np.nan)
+    fl.chain_sleef(X1M, Y1M, out)
+    if np.isnan(out).any():
+        raise NotAvailable("floor.c built without AVX-512 + SLEEF")
+
+    def run(n):
+        for _ in range(n):
+            fl.chain_sleef(X1M, Y1M, out)
+
+    def result():
+        fl.chain_sleef(X1M, Y1M, out)
+        return out.copy()
+    return Side(run, result=result, note="SLEEF u10, 1 thread")
+
+
+# A subprocess running the 10M chain with its own OLYMPUS_NUM_THREADS (the pool
+# size is read once per process): "n" on stdin runs n calls, then "done".
+_CHAIN_WORKER = r'''
+import sys
+import numpy as np
+import olympus, olympus.numpy as jnp
+g = np.random.default_rng(1)
+x = g.standard_normal(10 ** 7).astype(np.float32)
+y = g.standard_normal(10 ** 7).astype(np.float32)
+f = olympus.jit(lambda a, b: jnp.sin(a) ** 2 + jnp.cos(a) * b)
+xs = (jnp.asarray(x), jnp.asarray(y))
+f(*xs).block_until_ready()
+print("ready", flush=True)
+for line in sys.stdin:
+    for _ in range(int(line)):
+        f(*xs).block_until_ready()
+    print("done", flush=True)
+'''
+
+
+def chain_10m_threads(threads):
+    """The 10M chain under OLYMPUS_NUM_THREADS=threads, in a subprocess (a pipe
+    round trip per batch, ~0.1 ms against ~20+ ms a call)."""
+    def prepare():
+        import atexit
+        env = dict(os.environ, OLYMPUS_NUM_THREADS=str(threads))
+        env["PYTHONPATH"] = os.pathsep.join([os.path.join(ROOT, "python"),
+                                             env.get("PYTHONPATH", "")])
+        p = subprocess.Popen([sys.executable, "-c", _CHAIN_WORKER], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, env=env)
+        atexit.register(p.kill)
+        if p.stdout.readline().strip() != "ready":
+            raise NotAvailable(f"the OLYMPUS_NUM_THREADS={threads} worker failed")
+
+        def run(n):
+            p.stdin.write(f"{n}\n")
+            p.stdin.flush()
+            if p.stdout.readline().strip() != "done":
+                raise RuntimeError("the chain worker died")
+        return Side(run, note=f"OLYMPUS_NUM_THREADS={threads}")
+    return prepare
 
 
 def _chain_np(x, y):
@@ -1210,12 +1369,23 @@ def make_rows(args):
                     numpy_add_1, 1.0, "<=NumPy", rtol=1e-6))
     rows.append(Row("eager-sin", "4", "eager jnp.sin f32[1]", oly_eager_sin, "np.sin f32[1]",
                     numpy_sin_1, 1.0, "<=NumPy", rtol=1e-6))
+    # pmap's launch (issue 15): one group run of 4 members against the same
+    # body as 4 jit calls, one per device, and as 1 jit call on the whole array
+    rows.append(Row("pmap-4dev-4jit", "4", "pmap sin(v)*2+1 f32[4,8], 4 devices", None,
+                    "4 sequential jit calls f32[8]", None, native="pmap-4jit"))
+    rows.append(Row("pmap-4dev-1jit", "4", "pmap sin(v)*2+1 f32[4,8], 4 devices", None,
+                    "1 jit call f32[4,8]", None, native="pmap-1jit"))
     # 5: kernels
     chain = oly_jit_side(lambda jnp: (lambda x, y: jnp.sin(x) ** 2 + jnp.cos(x) * y), X1M, Y1M)
     rows.append(Row("chain-numpy", "5", "sin(x)**2+cos(x)*y f32[1M]", chain, "NumPy",
                     numpy_side(_chain_np, X1M, Y1M), 0.6, "<=0.6x NumPy", rtol=1e-4))
     rows.append(Row("chain-c", "5", "sin(x)**2+cos(x)*y f32[1M]", chain, "C loop (floor)",
                     c_chain_floor, 1.5, "<=1.5x floor", rtol=1e-4))
+    rows.append(Row("chain-c-sleef", "5", "sin(x)**2+cos(x)*y f32[1M]", chain,
+                    "C SLEEF u10 (floor)", c_chain_sleef_floor, 1.5, "<=1.5x floor", rtol=1e-4))
+    rows.append(Row("chain-threads-10M", "5", "sin(x)**2+cos(x)*y f32[10M]",
+                    chain_10m_threads(2), "olympus, 1 thread", chain_10m_threads(1), 1 / 1.6,
+                    ">=1.6x on 2 threads"))
     # fusion (src/exec/fuse.c): elementwise chains in one pass over memory
     affine = oly_jit_side(lambda jnp: _affine, X10M, Y10M)
     rows.append(Row("affine-floor", "5", "(x*2+1)*y-x f32[10M]", affine,
@@ -1420,9 +1590,13 @@ def _spread(v):
 
 def run_row(row, args):
     if row.native:
+        pmap_note = ""
         try:
             mpi = row.native.startswith("mpi-")
-            d = (mpi_results(args) if mpi else native_results(args))[row.native]
+            pmap = row.native.startswith("pmap-")
+            d = (mpi_results(args) if mpi else pmap_results(args) if pmap
+                 else native_results(args))[row.native]
+            pmap_note = d.get("note", "")
             oly = d["oly_ns"] if d["oly_ns"] else (d.get("error") or "olympus side failed")
             if isinstance(oly, list):
                 oly = [t * 1e-9 for t in oly]
@@ -1433,6 +1607,10 @@ def run_row(row, args):
         if row.native.startswith("mpi-"):
             how = "2 processes under mpirun, per allreduce (the slower process's time)"
         note = ""
+        if row.native.startswith("pmap-"):
+            how = ("per call, results blocked on; measured in a child process with "
+                   "OLYMPUS_NUM_CPU_DEVICES=4")
+            note = pmap_note
     else:
         with x64_mode(row.x64):
             res, sides = measure_pair(row.oly, row.peer, args.repeats, args.target_ms / 1e3)
@@ -1587,10 +1765,13 @@ def main(argv=None):
     ap.add_argument("--json", default=os.path.join(RESULTS, "latest.json"))
     ap.add_argument("--cb-driver", choices=("auto", "unroll", "fori"), default="auto",
                     help="how olympus issues many callbacks in one compiled call")
+    ap.add_argument("--pmap-child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.quick:
         args.repeats, args.target_ms = 3, 5.0
     args.repeats = max(1, args.repeats)
+    if args.pmap_child:
+        return pmap_child(args)
     t0 = time.perf_counter()
     info = machine_info()
     info["cpu_level"] = "n/a"

@@ -355,6 +355,14 @@ typedef struct oly_pe_ctx oly_pe_ctx;
 typedef oly_status (*oly_pe_rule)(oly_pe_ctx *ctx, const oly_eqn *eqn, const oly_atom *known_in,
                                   const oly_atom *unknown_in, const bool *unknown,
                                   oly_atom *known_out, oly_atom *unknown_out, bool *out_unknown);
+/* dce (optional; rows whose outputs can be dropped one by one, e.g. pmap):
+ * used_out[j] says whether anything reads output j (none may be read when the
+ * equation has effects). Set *out to the equation's replacement: a program
+ * taking the inputs with used_in[i] set (in order) and returning the used
+ * outputs (in order), effects kept; or *out = NULL to keep the equation as
+ * it is (every input used). Without the rule DCE keeps every output. */
+typedef oly_status (*oly_dce_rule)(const oly_eqn *eqn, const bool *used_out, bool *used_in,
+                                   oly_program **out);
 
 /* Rule slots of a row (oly_prim.no_rule). A NULL slot marked here is a
  * decision ("this primitive has no such rule"), not an omission: the drivers
@@ -390,6 +398,7 @@ struct oly_prim {
      * is mapped (axis_index has none), and batches every input of an equation
      * whose nested programs hold such a collective. NULL for other rows. */
     bool (*names_axis)(const void *params, const char *name);
+    oly_dce_rule dce;           /* NULL: DCE keeps every output (nested programs cleaned) */
 };
 
 /* Every row of prims.def, defined in its family file (the registry in prims.c
@@ -595,6 +604,9 @@ void oly__group_free(oly_group *g); /* accepts NULL */
 int oly__group_size(const oly_group *g); /* every process's members */
 /* The member's local device (member must be this process's). */
 int oly__group_device(const oly_group *g, int member);
+/* member's coordinates on the mesh (coords: OLY_MAX_RANK entries) and the
+ * axis names (borrowed from g); returns the number of axes. */
+int oly__group_coords(const oly_group *g, int member, const char *const **names, int64_t *coords);
 /* This process's members, ascending: how many, and the i-th's member number
  * (all of them, in order, when the group does not cross processes). */
 int oly__group_local_size(const oly_group *g);

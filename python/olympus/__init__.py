@@ -64,6 +64,7 @@ from ._src import array_methods as _array_methods  # noqa: E402
 from ._src import ad as _ad  # noqa: E402
 from ._src.callback import pure_callback, effects_barrier  # noqa: E402
 from ._src.pmap import pmap  # noqa: E402
+from ._src.shard_map import shard_map  # noqa: E402
 from . import debug  # noqa: E402
 from . import experimental  # noqa: E402
 from . import ffi  # noqa: E402
@@ -105,3 +106,4 @@ __all__ = [
     "process_index", "process_count",
     "make_mesh", "make_array_from_callback", "make_array_from_single_device_arrays",
 ]
+__all__ += ["shard_map"]

@@ -62,6 +62,106 @@ class SingleDeviceSharding(Sharding):
         return f"SingleDeviceSharding(device={self._device!r})"
 
 
+class PmapSharding(Sharding):
+    """How olympus.pmap lays out its results (mapped at out_axes=0): dimension
+    `sharded_dim` (0) is unstacked over `devices`, member k's slice (without
+    that dimension) on devices[k]; the other dimensions are whole."""
+
+    def __init__(self, devices, sharded_dim=0):
+        self.devices = np.array(list(devices), dtype=object)
+        self.devices.flags.writeable = False
+        self.sharded_dim = sharded_dim
+        self._flat = tuple(self.devices.flat)
+
+    @classmethod
+    def default(cls, shape, sharded_dim=0, devices=None):
+        """The sharding of a pmap result of `shape`: one device per element of
+        dimension sharded_dim (the first devices of olympus.devices() unless
+        given)."""
+        from olympus._src.api import devices as all_devices
+        n = shape[sharded_dim]
+        devs = list(all_devices() if devices is None else devices)
+        if len(devs) < n:
+            raise ValueError(f"PmapSharding.default: dimension {sharded_dim} of {tuple(shape)} "
+                             f"needs {n} devices, got {len(devs)}")
+        return cls(devs[:n], sharded_dim)
+
+    @property
+    def sharding_spec(self):
+        """(('unstacked', n) at sharded_dim, None elsewhere), mesh_mapping: the
+        one device axis carries sharded_dim (JAX's ShardingSpec, as plain data)."""
+        return {"sharded_dim": self.sharded_dim, "unstacked": len(self._flat),
+                "mesh_mapping": (("sharded_axis", 0),)}
+
+    @property
+    def device_set(self):
+        return set(self._flat)
+
+    @property
+    def addressable_devices(self):
+        return set(self._flat)
+
+    @property
+    def _device_assignment(self):
+        return self._flat
+
+    @property
+    def num_devices(self):
+        return len(self._flat)
+
+    @property
+    def is_fully_replicated(self):
+        return len(self._flat) == 1
+
+    @property
+    def is_fully_addressable(self):
+        return True
+
+    def _check_shape(self, global_shape):
+        global_shape = tuple(operator.index(d) for d in global_shape)
+        d = self.sharded_dim
+        if len(global_shape) <= d or global_shape[d] != len(self._flat):
+            raise ValueError(f"PmapSharding over {len(self._flat)} devices lays out values whose "
+                             f"dimension {d} has size {len(self._flat)}, got shape "
+                             f"{global_shape}")
+        return global_shape
+
+    def shard_shape(self, global_shape):
+        """The shape of each shard: global_shape without sharded_dim."""
+        global_shape = self._check_shape(global_shape)
+        d = self.sharded_dim
+        return global_shape[:d] + global_shape[d + 1:]
+
+    def _layout(self, global_shape):
+        """(device, index, replica_id) per device: index is k at sharded_dim
+        (an int, as JAX's: the dimension is unstacked) and whole slices elsewhere."""
+        global_shape = self._check_shape(global_shape)
+        d = self.sharded_dim
+        whole = tuple(slice(None) for _ in global_shape)
+        return tuple((dev, whole[:d] + (k,) + whole[d + 1:], 0)
+                     for k, dev in enumerate(self._flat))
+
+    def devices_indices_map(self, global_shape):
+        return {dev: idx for dev, idx, _ in self._layout(global_shape)}
+
+    def addressable_devices_indices_map(self, global_shape):
+        return self.devices_indices_map(global_shape)
+
+    def is_equivalent_to(self, other, ndim):
+        return self == other
+
+    def __eq__(self, other):
+        return (isinstance(other, PmapSharding) and self._flat == other._flat and
+                self.sharded_dim == other.sharded_dim)
+
+    def __hash__(self):
+        return hash(("PmapSharding", self._flat, self.sharded_dim))
+
+    def __repr__(self):
+        return (f"PmapSharding(sharded_dim={self.sharded_dim}, "
+                f"devices={[d.id for d in self._flat]})")
+
+
 # ---------------------------------------------------------------- PartitionSpec
 
 class PartitionSpec(tuple):
@@ -394,5 +494,5 @@ class NamedSharding(Sharding):
         return (NamedSharding, (self.mesh, self.spec))
 
 
-__all__ = ["Sharding", "SingleDeviceSharding", "NamedSharding", "PartitionSpec", "P", "Mesh", "make_mesh",
+__all__ = ["Sharding", "SingleDeviceSharding", "PmapSharding", "NamedSharding", "PartitionSpec", "P", "Mesh", "make_mesh",
            "get_mesh"]

@@ -190,6 +190,16 @@ int oly__group_processes(const oly_group *g) { return g->n_procs; }
 int oly__group_process_of(const oly_group *g, int member) { return g->proc[member]; }
 int oly__group_process_place(const oly_group *g, int member) { return g->place[member]; }
 
+int oly__group_coords(const oly_group *g, int member, const char *const **names, int64_t *coords)
+{
+    for (int a = g->n_axes - 1, rest = member; a >= 0; a--) { /* row-major: the last axis fastest */
+        coords[a] = rest % g->sizes[a];
+        rest /= g->sizes[a];
+    }
+    *names = (const char *const *)g->names;
+    return g->n_axes;
+}
+
 bool oly__group_axes(const oly_group *g, int member, int n_names, const char *const *names,
                      const int *lens, oly_group_axes *out)
 {

@@ -197,6 +197,12 @@ static inline oly_status callback_call_args(const oly_kernel_ctx *ctx, const cha
     int64_t index[OLY_MAX_BATCH_INDEX];
     for (int j = 0; j < n_index; j++) /* innermost level's first: the frame's is outermost first */
         index[n_index - 1 - j] = *(const int32_t *)ctx->in[ctx->n_in - n_index + j];
+    /* a member of a group run (pmap, shard_map): its coordinates on the mesh */
+    int member = 0, n_axes = 0;
+    const char *const *axis_names = NULL;
+    int64_t coords[OLY_MAX_RANK];
+    oly_group *g = ctx->exec && ctx->run ? ctx->exec->group(ctx->run, &member) : NULL;
+    if (g) n_axes = oly__group_coords(g, member, &axis_names, coords);
     oly_callback_frame frame = {
         .n_args = ctx->n_in - n_index,
         .args = args,
@@ -210,6 +216,9 @@ static inline oly_status callback_call_args(const oly_kernel_ctx *ctx, const cha
         .transforms = transforms,
         .n_batch = n_index,
         .batch_index = n_index ? index : NULL,
+        .n_axes = n_axes,
+        .axis_names = axis_names,
+        .axis_index = n_axes ? coords : NULL,
     };
     oly_status st = __builtin_expect(stats_enabled(), 0)
                         ? timed_call(fn, &frame, flavour)

@@ -243,6 +243,222 @@ static bool run_chain(const oly_fused *g, const oly_kernel_ctx *ctx, int64_t lo,
 }
 #endif
 
+/* ---------------------------------------------------------------- register programs */
+
+atomic_bool oly__cpu_fused_regs_avx2;
+
+/* Groups with more slots or ops than these run tile by tile (the register
+ * file lives on the stack: REGS_MAX_SLOT * RB vectors, 24 KiB at AVX-512). */
+enum { REGS_MAX_SLOT = 48, REGS_MAX_OP = 256 };
+
+/* The unary rows whose vector loops (src/cpu/elementwise.c) are exactly one
+ * SLEEF u10 function per vector at both levels (rows SLEEF serves only over
+ * part of their domain, libm past it, are not here). */
+static const char *const math_name[] = {"exp", "exp2", "log", "expm1", "sin", "cos", "tan",
+                                        "asin", "acos", "atan", "tanh", "atanh", "cbrt"};
+enum { N_MATH = sizeof math_name / sizeof math_name[0] };
+
+const oly_fregs *oly__cpu_fused_regs(const oly_fused *g, oly_arena *ar)
+{
+    if (g->n_op < 1 || g->n_op > REGS_MAX_OP || g->n_slot > REGS_MAX_SLOT || g->n_bcast)
+        return NULL;
+    oly_dtype t = g->slot[0].dtype;
+    if (t != OLY_FLOAT32 && t != OLY_FLOAT64) return NULL;
+    for (int s = 0; s < g->n_slot; s++)
+        if (g->slot[s].dtype != t || g->slot[s].kind == OLY_FSLOT_BCAST) return NULL;
+    for (int k = 0; k < g->n_op; k++) { /* every op: one result, one or two operands */
+        const oly_fop *o = &g->op[k];
+        if (o->n_out != 1 || o->n_in < 1 || o->n_in > 2) return NULL;
+    }
+    oly_frop *op = oly__arena_alloc(ar, (size_t)g->n_op * sizeof *op);
+    oly_fregs *rg = oly__arena_alloc(ar, sizeof *rg);
+    if (!op || !rg) return NULL;
+    for (int k = 0; k < g->n_op; k++) {
+        const oly_fop *o = &g->op[k];
+        const int *r = &g->ref_slot[o->ref];
+        oly_frop *f = &op[k];
+        *f = (oly_frop){.a = r[0], .b = o->n_in == 2 ? r[1] : -1, .o = r[o->n_in]};
+        if (!o->fn) { /* a copy out of the group */
+            if (o->n_in != 1) return NULL;
+            f->code = OLY_FR_COPY;
+            continue;
+        }
+        const char *name = o->eqn->prim->name;
+        if (o->n_in == 2) {
+            if (strcmp(name, "add") == 0) f->code = OLY_FR_ADD;
+            else if (strcmp(name, "sub") == 0) f->code = OLY_FR_SUB;
+            else if (strcmp(name, "mul") == 0) f->code = OLY_FR_MUL;
+            else if (strcmp(name, "div") == 0) f->code = OLY_FR_DIV;
+            else return NULL;
+            continue;
+        }
+        if (strcmp(name, "neg") == 0) f->code = OLY_FR_NEG;
+        else if (strcmp(name, "abs") == 0) f->code = OLY_FR_ABS;
+        else if (strcmp(name, "square") == 0) f->code = OLY_FR_SQUARE;
+        else if (strcmp(name, "sqrt") == 0) f->code = OLY_FR_SQRT;
+        else if (strcmp(name, "integer_pow") == 0) {
+            const oly_params_integer_pow *P = o->eqn->params;
+            f->code = OLY_FR_IPOW;
+            f->e = P ? P->y : 1;
+        } else {
+            int m = 0;
+            while (m < N_MATH && strcmp(name, math_name[m]) != 0) m++;
+            if (m == N_MATH) return NULL;
+            f->code = OLY_FR_MATH;
+            f->math = (uint8_t)m;
+        }
+    }
+    *rg = (oly_fregs){.f64 = t == OLY_FLOAT64, .n = g->n_op, .op = op};
+    return rg;
+}
+
+#if OLY__CPU_X86
+/* SLEEF's vector functions, by math_name's index: the ones the kernels call.
+ * Only this table is compiled with the wider target (it holds pointers). */
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx2,fma")
+#include <sleef.h>
+typedef __m256 (*math_f8)(__m256);
+typedef __m256d (*math_d4)(__m256d);
+typedef __m512 (*math_f16)(__m512);
+typedef __m512d (*math_d8)(__m512d);
+#define MATH_ROW(f) {Sleef_##f##f8_u10avx2, Sleef_##f##d4_u10avx2, Sleef_##f##f16_u10avx512f,   \
+                     Sleef_##f##d8_u10avx512f}
+static const struct {
+    math_f8 f8;
+    math_d4 d4;
+    math_f16 f16;
+    math_d8 d8;
+} math_fn[N_MATH] = {MATH_ROW(exp),  MATH_ROW(exp2), MATH_ROW(log),  MATH_ROW(expm1),
+                     MATH_ROW(sin),  MATH_ROW(cos),  MATH_ROW(tan),  MATH_ROW(asin),
+                     MATH_ROW(acos), MATH_ROW(atan), MATH_ROW(tanh), MATH_ROW(atanh),
+                     MATH_ROW(cbrt)};
+#undef MATH_ROW
+#pragma GCC pop_options
+
+/* Vectors per block: each op runs on RB vectors of its operands at once (one
+ * dispatch per op per block; the register file stays in L1). */
+enum { RB = 8 };
+
+/* fname(g, ctx, lo, hi): elements [lo, hi) of register group g. A block's
+ * inputs are loaded before any of its outputs is stored, so output 0 may be
+ * input 0's buffer. The last, shorter block is padded with zeros, as the
+ * kernels pad their tails: lanes never mix, so its elements are the same. */
+#define REGS_LOOP(ATTR, fname, T, VT, W, LOAD, STORE, SET1, ADD, SUB, MUL, DIV, XOR, ANDNOT, \
+                  SQRT, MF)                                                               \
+    ATTR static void fname(const oly_fused *g, const oly_kernel_ctx *ctx, int64_t lo,      \
+                           int64_t hi)                                                    \
+    {                                                                                     \
+        const oly_fregs *rg = g->regs;                                                    \
+        VT r[REGS_MAX_SLOT][RB];                                                          \
+        int ins[REGS_MAX_SLOT], outs[REGS_MAX_SLOT], n_ins = 0, n_outs = 0;               \
+        const VT sign = SET1((T)-0.0), one = SET1((T)1);                                  \
+        for (int s = 0; s < g->n_slot; s++) {                                             \
+            const oly_fslot *sl = &g->slot[s];                                            \
+            if (sl->kind == OLY_FSLOT_IN) ins[n_ins++] = s;                               \
+            else if (sl->kind == OLY_FSLOT_OUT) outs[n_outs++] = s;                       \
+            else if (sl->kind == OLY_FSLOT_SCALAR) {                                      \
+                const VT v = SET1(*(const T *)ctx->in[sl->idx]);                          \
+                for (int j = 0; j < RB; j++) r[s][j] = v;                                 \
+            }                                                                             \
+        }                                                                                 \
+        for (int64_t i = lo; i < hi; i += RB * W) {                                       \
+            int64_t m = hi - i < RB * W ? hi - i : RB * W;                                \
+            for (int q = 0; q < n_ins; q++) {                                             \
+                int s = ins[q];                                                           \
+                const T *x = (const T *)ctx->in[g->slot[s].idx] + i;                      \
+                if (m == RB * W) {                                                        \
+                    for (int j = 0; j < RB; j++) r[s][j] = LOAD(x + j * W);               \
+                } else {                                                                  \
+                    T t[RB * W] = {0};                                                    \
+                    memcpy(t, x, (size_t)m * sizeof(T));                                  \
+                    for (int j = 0; j < RB; j++) r[s][j] = LOAD(t + j * W);               \
+                }                                                                         \
+            }                                                                             \
+            for (int k = 0; k < rg->n; k++) {                                             \
+                const oly_frop *f = &rg->op[k];                                           \
+                VT *a = r[f->a], *o = r[f->o];                                            \
+                const VT *b = f->b >= 0 ? r[f->b] : a;                                    \
+                switch (f->code) {                                                        \
+                case OLY_FR_ADD: for (int j = 0; j < RB; j++) o[j] = ADD(a[j], b[j]); break; \
+                case OLY_FR_SUB: for (int j = 0; j < RB; j++) o[j] = SUB(a[j], b[j]); break; \
+                case OLY_FR_MUL: for (int j = 0; j < RB; j++) o[j] = MUL(a[j], b[j]); break; \
+                case OLY_FR_DIV: for (int j = 0; j < RB; j++) o[j] = DIV(a[j], b[j]); break; \
+                case OLY_FR_NEG: for (int j = 0; j < RB; j++) o[j] = XOR(a[j], sign); break; \
+                case OLY_FR_ABS: for (int j = 0; j < RB; j++) o[j] = ANDNOT(sign, a[j]); break; \
+                case OLY_FR_SQUARE: for (int j = 0; j < RB; j++) o[j] = MUL(a[j], a[j]); break; \
+                case OLY_FR_SQRT: for (int j = 0; j < RB; j++) o[j] = SQRT(a[j]); break;   \
+                case OLY_FR_COPY: for (int j = 0; j < RB; j++) o[j] = a[j]; break;         \
+                case OLY_FR_MATH: {                                                       \
+                    VT (*fn)(VT) = math_fn[f->math].MF;                                   \
+                    for (int j = 0; j < RB; j++) o[j] = fn(a[j]);                         \
+                    break;                                                                \
+                }                                                                         \
+                case OLY_FR_IPOW: { /* as the kernel: x*x, or repeated squaring */        \
+                    uint64_t mag = f->e < 0 ? 0u - (uint64_t)f->e : (uint64_t)f->e;       \
+                    if (f->e == 2) {                                                      \
+                        for (int j = 0; j < RB; j++) o[j] = MUL(a[j], a[j]);              \
+                        break;                                                            \
+                    }                                                                     \
+                    for (int j = 0; j < RB; j++) {                                        \
+                        VT acc = one, bb = a[j];                                          \
+                        for (uint64_t e = mag; e; e >>= 1) {                              \
+                            if (e & 1) acc = MUL(acc, bb);                                \
+                            if (e > 1) bb = MUL(bb, bb);                                  \
+                        }                                                                 \
+                        o[j] = f->e < 0 ? DIV(one, acc) : acc;                            \
+                    }                                                                     \
+                    break;                                                                \
+                }                                                                         \
+                default: break;                                                           \
+                }                                                                         \
+            }                                                                             \
+            for (int q = 0; q < n_outs; q++) {                                            \
+                int s = outs[q];                                                          \
+                T *y = (T *)ctx->out[g->slot[s].idx] + i;                                 \
+                if (m == RB * W) {                                                        \
+                    for (int j = 0; j < RB; j++) STORE(y + j * W, r[s][j]);               \
+                } else {                                                                  \
+                    T t[RB * W];                                                          \
+                    for (int j = 0; j < RB; j++) STORE(t + j * W, r[s][j]);               \
+                    memcpy(y, t, (size_t)m * sizeof(T));                                  \
+                }                                                                         \
+            }                                                                             \
+        }                                                                                 \
+    }
+REGS_LOOP(OLY__TARGET_AVX512, regs_f32_a5, float, __m512, 16, _mm512_loadu_ps,
+          _mm512_storeu_ps, _mm512_set1_ps, _mm512_add_ps, _mm512_sub_ps, _mm512_mul_ps,
+          _mm512_div_ps, _mm512_xor_ps, _mm512_andnot_ps, _mm512_sqrt_ps, f16)
+REGS_LOOP(OLY__TARGET_AVX512, regs_f64_a5, double, __m512d, 8, _mm512_loadu_pd,
+          _mm512_storeu_pd, _mm512_set1_pd, _mm512_add_pd, _mm512_sub_pd, _mm512_mul_pd,
+          _mm512_div_pd, _mm512_xor_pd, _mm512_andnot_pd, _mm512_sqrt_pd, d8)
+REGS_LOOP(OLY__TARGET_AVX2, regs_f32_a2, float, __m256, 8, _mm256_loadu_ps,
+          _mm256_storeu_ps, _mm256_set1_ps, _mm256_add_ps, _mm256_sub_ps, _mm256_mul_ps,
+          _mm256_div_ps, _mm256_xor_ps, _mm256_andnot_ps, _mm256_sqrt_ps, f8)
+REGS_LOOP(OLY__TARGET_AVX2, regs_f64_a2, double, __m256d, 4, _mm256_loadu_pd,
+          _mm256_storeu_pd, _mm256_set1_pd, _mm256_add_pd, _mm256_sub_pd, _mm256_mul_pd,
+          _mm256_div_pd, _mm256_xor_pd, _mm256_andnot_pd, _mm256_sqrt_pd, d4)
+
+/* Elements [lo, hi) of register group g at the AVX-512 level (and at AVX2
+ * when oly__cpu_fused_regs_avx2 says so); false below it (the tile path runs
+ * it then). */
+static bool run_regs(const oly_fused *g, const oly_kernel_ctx *ctx, int64_t lo, int64_t hi)
+{
+    oly_cpu_level lv = oly__cpu_level();
+    bool avx2 = atomic_load_explicit(&oly__cpu_fused_regs_avx2, memory_order_relaxed);
+    if (lv < (avx2 ? OLY_CPU_LEVEL_AVX2 : OLY_CPU_LEVEL_AVX512)) return false;
+    bool a5 = lv >= OLY_CPU_LEVEL_AVX512;
+    if (g->regs->f64) (a5 ? regs_f64_a5 : regs_f64_a2)(g, ctx, lo, hi);
+    else (a5 ? regs_f32_a5 : regs_f32_a2)(g, ctx, lo, hi);
+    return true;
+}
+#else
+static bool run_regs(const oly_fused *g, const oly_kernel_ctx *ctx, int64_t lo, int64_t hi)
+{
+    return false;
+}
+#endif
+
 /* ---------------------------------------------------------------- tiles */
 
 oly_status oly__cpu_fused_tiles(const oly_fused *g, const oly_kernel_ctx *ctx, int64_t t_lo,
@@ -252,6 +468,10 @@ oly_status oly__cpu_fused_tiles(const oly_fused *g, const oly_kernel_ctx *ctx, i
     if (g->chain) {
         int64_t lo = t_lo * g->tile, hi = t_hi * g->tile < g->n ? t_hi * g->tile : g->n;
         if (run_chain(g, ctx, lo, hi)) return OLY_OK;
+    }
+    if (g->regs) {
+        int64_t lo = t_lo * g->tile, hi = t_hi * g->tile < g->n ? t_hi * g->tile : g->n;
+        if (run_regs(g, ctx, lo, hi)) return OLY_OK;
     }
     size_t head = round64((size_t)g->n_op * sizeof(oly_kernel_ctx) +
                           (size_t)(g->n_ref + g->n_slot) * sizeof(void *));

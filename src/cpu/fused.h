@@ -95,6 +95,37 @@ typedef struct oly_fchain {
     const int *scalar;            /* n: the group input of the rank-0 operand (-1: neg) */
 } oly_fchain;
 
+/* A register program: a group of f32 (or f64) members that are each an
+ * add, sub, mul, div, neg, abs, square, sqrt, integer_pow, copy or one of
+ * the SLEEF functions the unary kernels call (oly_frmath), with no broadcast
+ * slot, runs block by block with every slot's values in a small register
+ * file: a block's inputs are loaded once (rank-0 inputs once per call), the
+ * members applied in program order to whole vectors, including calls of the
+ * same SLEEF vector functions the kernels call, and the outputs stored once.
+ * Each element gets the operations and functions the kernels give it, so the
+ * bits are those of the unfused program; no tile buffers, no kernel calls. */
+typedef enum oly_frcode {
+    OLY_FR_ADD, OLY_FR_SUB, OLY_FR_MUL, OLY_FR_DIV,
+    OLY_FR_NEG, OLY_FR_ABS, OLY_FR_SQUARE, OLY_FR_SQRT,
+    OLY_FR_IPOW,                  /* integer_pow: the kernel's repeated squaring */
+    OLY_FR_COPY,                  /* a reshape / copy member */
+    OLY_FR_MATH,                  /* a SLEEF function: oly_frop.math */
+    OLY_FR_COUNT
+} oly_frcode;
+
+typedef struct oly_frop {
+    uint8_t code;                 /* oly_frcode */
+    uint8_t math;                 /* OLY_FR_MATH: index into fused.c's function table */
+    int a, b, o;                  /* operand and result slots (b: binary codes only) */
+    int64_t e;                    /* OLY_FR_IPOW: the exponent */
+} oly_frop;
+
+typedef struct oly_fregs {
+    bool f64;                     /* float64, else float32 */
+    int n;                        /* ops, in program order */
+    const oly_frop *op;           /* n */
+} oly_fregs;
+
 typedef struct oly_fused {
     int64_t n;                    /* elements of the index space */
     int64_t tile;                 /* elements per tile (> 0) */
@@ -110,12 +141,25 @@ typedef struct oly_fused {
     const int *gather;            /* n_gather: BCAST slots gathered per tile */
     bool last_differs;            /* the last tile is shorter (its avals differ) */
     const oly_fchain *chain;      /* NULL, or the group as a linear chain */
+    const oly_fregs *regs;        /* NULL, or the group as a register program */
 } oly_fused;
 
 /* g as a linear chain (oly_fchain), allocated in ar, or NULL when it is not
  * one (or on out of memory: the tile path runs it then). g's slots, ops and
  * refs must be final. */
 const oly_fchain *oly__cpu_fused_chain(const oly_fused *g, oly_arena *ar);
+
+/* g as a register program (oly_fregs), allocated in ar, or NULL when it is
+ * not one (or on out of memory: the tile path runs it then). g's slots, ops
+ * and refs must be final. */
+const oly_fregs *oly__cpu_fused_regs(const oly_fused *g, oly_arena *ar);
+
+/* Whether register programs run at the AVX2 level too (default false: the
+ * AVX2 loops, built and tested, measured slower than the tiles there: the
+ * sin/cos row on 1M f32, one thread, ~3.06 vs ~2.70 ms of CPU a call; at
+ * AVX-512 ~1.65-1.72 vs ~1.74). Tests turn it on; not for concurrent use with
+ * running kernels. */
+extern atomic_bool oly__cpu_fused_regs_avx2;
 
 /* The group kernel: ctx->params is the oly_fused plan, ctx->in its inputs,
  * ctx->out its outputs. Splits the tiles by ctx->ith / nth. */

@@ -730,6 +730,7 @@ static oly_status plan_group(pass *ps, const group *g, oly_eqn *fe, const oly_cp
                       .n_move = n_move, .n_gather = n_gather, .move = mv, .gather = gat,
                       .last_differs = last_m != tile};
     fu->chain = oly__cpu_fused_chain(fu, ar);
+    fu->regs = fu->chain ? NULL : oly__cpu_fused_regs(fu, ar);
     *fe = (oly_eqn){.prim = &fused_row, .params = fu, .n_in = pl.n_gin, .n_out = pl.n_gout,
                     .in = pl.gin, .out = pl.gout};
     *fk = &oly__cpu_fused_entry[inplace];
@@ -885,9 +886,10 @@ void oly__exec_rewrite_describe(const oly_program *p, const oly_rewrite *rw, oly
             n_bcast += g->slot[s].kind == OLY_FSLOT_BCAST;
         }
         oly__sb_printf(sb, "  group %d (step %d): n=%lld tile=%lld buffers=%d in=%d out=%d "
-                       "scalars=%d bcasts=%d%s%s:", gi++, i, (long long)g->n, (long long)g->tile,
-                       g->n_buf, g->n_in, g->n_out, n_scalar, n_bcast,
-                       rw->kern[i]->inplace_ok ? " inplace" : "", g->chain ? " chain" : "");
+                       "scalars=%d bcasts=%d%s%s%s:", gi++, i, (long long)g->n,
+                       (long long)g->tile, g->n_buf, g->n_in, g->n_out, n_scalar, n_bcast,
+                       rw->kern[i]->inplace_ok ? " inplace" : "", g->chain ? " chain" : "",
+                       g->regs ? " regs" : "");
         for (int k = 0; k < g->n_op; k++) {
             const oly_fop *o = &g->op[k];
             oly__sb_printf(sb, " %s#%d", o->fn ? o->eqn->prim->name : "copy",

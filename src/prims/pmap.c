@@ -7,9 +7,11 @@
  * text), sizes, devices (tuple text, one per member), n_out (hidden).
  * Rules, as JAX's: batch (a vmap outside the pmap) vmaps the body, the batch
  * dim right after the member axis; jvp is the pmap of the body's JVP;
- * transpose the pmap of the body transposed as a whole (residuals first);
- * effects are the body's (oly__eqn_effects). */
-#include "trans/trans.h"
+ * partial evaluation a known pmap (the body's known part, returning its
+ * residuals stacked per member) and an unknown one taking them; transpose
+ * the pmap of the body transposed as a whole (residuals first); effects are
+ * the body's (oly__eqn_effects). */
+#include "prims/control.h"
 
 static const oly_param_field pmap_fields[] = {
     OLY_FIELD(oly_params_pmap, axis_name, OLY_FIELD_STR),
@@ -180,56 +182,181 @@ static oly_status pmap_batch(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_a
     return st;
 }
 
-/* jvp: a pmap of the body for the primal outputs and a pmap of the body's
- * JVP keeping only its tangent outputs, so partial evaluation (which never
- * splits a nested program) sends the first to the known side and the second,
- * whole, to the linear side, where transpose transposes its body with the
- * primals as residuals. The second recomputes the primal inside; a body with
- * effects would run them twice, so it gets one pmap of its full JVP instead
- * (jvp works; linearize, hence grad, then refuses it). */
+/* jvp: one pmap of the body's JVP (primal and tangent outputs). Under
+ * linearize, partial evaluation splits it again (pmap_pe), so the primal is
+ * computed once and a body's effects run once. */
 static oly_status pmap_jvp(oly_jvp_ctx *ctx, const oly_eqn *eqn, const oly_atom *primal,
                            const oly_atom *tangent, const bool *tan_nz, oly_atom *primal_out,
                            oly_atom *tangent_out, bool *out_nz)
 {
-    oly_program *sub = eqn->sub[0];
-    if (sub->effects)
-        return oly__call_jvp_with(emit_pmap, ctx, eqn, primal, tangent, tan_nz, primal_out,
-                                  tangent_out, out_nz);
-    int n = eqn->n_in, m = eqn->n_out;
-    oly_program *j = NULL, *jt = NULL;
-    oly_builder *b = NULL;
-    oly_atom *args = oly__calloc(2 * (size_t)n + 1, sizeof *args);
-    oly_atom *res = oly__calloc(2 * (size_t)m + 1, sizeof *res);
-    oly_status st = args && res ? OLY_OK : OLY_ERR_NOMEM;
-    if (st == OLY_OK) st = emit_pmap(ctx->b, eqn, sub, primal, primal_out);
-    if (st == OLY_OK) st = oly_program_jvp(sub, tan_nz, &j, out_nz);
-    int n_t = 0, k = n;
-    for (int o = 0; st == OLY_OK && o < m; o++) n_t += out_nz[o];
-    if (st != OLY_OK || n_t == 0) goto done;
-    /* j without its primal outputs */
-    for (int i = 0; i < n; i++) args[i] = primal[i];
-    for (int i = 0; i < n; i++)
-        if (tan_nz[i]) args[k++] = tangent[i];
-    oly_atom *jin = oly__calloc((size_t)j->n_in + 1, sizeof *jin);
-    st = jin ? oly_builder_new(&b) : OLY_ERR_NOMEM;
-    for (int i = 0; i < j->n_in && st == OLY_OK; i++) {
-        oly_var *v;
-        st = oly_builder_add_input(b, &j->in[i]->aval, &v);
-        if (st == OLY_OK) jin[i] = oly_atom_var(v);
+    return oly__call_jvp_with(emit_pmap, ctx, eqn, primal, tangent, tan_nz, primal_out,
+                              tangent_out, out_nz);
+}
+
+/* Partial evaluation splits the body (oly__partial_eval) into K (known
+ * inputs -> known outputs, residuals) and U (residuals, unknown inputs ->
+ * unknown outputs) and emits a pmap of each: the known one returns its
+ * residuals stacked per member (a leading member axis, like every pmap
+ * output) and the unknown one takes them back, member k reading slice k. A
+ * residual that is a known input of the body is passed as the stacked input
+ * itself, not copied out of the known pmap. Each body equation lands in
+ * exactly one of the two bodies, so the primal is computed once and effects
+ * run once. */
+static oly_status pmap_pe(oly_pe_ctx *ctx, const oly_eqn *eqn, const oly_atom *known_in,
+                          const oly_atom *unknown_in, const bool *unknown, oly_atom *known_out,
+                          oly_atom *unknown_out, bool *out_unknown)
+{
+    int n = eqn->n_in, no = eqn->n_out;
+    TMP_BEGIN;
+    oly_program *K, *U, *K2;
+    int nres = 0;
+    bool *ou;
+    ALLOC(ou, no);
+    TRY(oly__partial_eval(eqn->sub[0], unknown, &K, &U, &nres, ou));
+    TRY(oly__ctl_keep(&t, K));
+    TRY(oly__ctl_keep(&t, U));
+    int nki = K->n_in, nkn = 0, nun = 0;
+    for (int k = 0; k < no; k++) *(ou[k] ? &nun : &nkn) += 1;
+    /* pass[r] >= 0: residual r is the body's input pass[r] (known), taken from
+     * the equation's own input; otherwise the known pmap returns it */
+    int *pass, *pin, *kidx;
+    ALLOC(pass, nres);
+    ALLOC(pin, nki);
+    ALLOC(kidx, nki);
+    for (int i = 0, c = 0; i < n; i++)
+        if (!unknown[i]) kidx[c++] = i;
+    int nout_res = 0;
+    for (int r = 0; r < nres; r++) {
+        const oly_atom *a = &K->out[nkn + r];
+        pass[r] = -1;
+        for (int i = 0; i < nki && a->kind == OLY_ATOM_VAR; i++)
+            if (a->var == K->in[i]) pass[r] = kidx[i];
+        nout_res += pass[r] < 0;
     }
-    if (st == OLY_OK) st = oly__emit_inline(b, j, jin, res);
-    if (st == OLY_OK) st = oly_builder_finish(b, res + m, n_t, &jt);
-    free(jin);
-    if (st == OLY_OK) st = emit_pmap(ctx->b, eqn, jt, args, res);
-    for (int o = 0, t = 0; st == OLY_OK && o < m; o++)
-        if (out_nz[o]) tangent_out[o] = res[t++];
+    ctl_src *os;
+    oly_aval *av;
+    ALLOC(os, nkn + nout_res);
+    ALLOC(av, nki);
+    int m = 0;
+    for (int k = 0; k < nkn; k++) os[m++] = oly__ctl_from_out(k);
+    for (int r = 0; r < nres; r++)
+        if (pass[r] < 0) os[m++] = oly__ctl_from_out(nkn + r);
+    oly__ctl_in_avals(K, av);
+    for (int i = 0; i < nki; i++) pin[i] = i;
+    TRY(oly__ctl_wrap(K, nki, av, pin, m, os, &K2));
+    TRY(oly__ctl_keep(&t, K2));
+    TRY(oly__ctl_dce_kept(&t, &K2));
+    TRY(oly__ctl_dce_kept(&t, &U));
+
+    oly_atom *kin, *kout, *uin, *uout;
+    ALLOC(kin, nki);
+    ALLOC(kout, m);
+    ALLOC(uin, nres + (n - nki));
+    ALLOC(uout, nun);
+    for (int i = 0; i < nki; i++) kin[i] = known_in[kidx[i]];
+    if (m > 0 || K2->effects) TRY(emit_pmap(ctx->known, eqn, K2, kin, kout));
+    if (nun > 0 || U->effects) {
+        int c = 0;
+        for (int r = 0, o = nkn; r < nres; r++)
+            TRY(oly__pe_residual(ctx, pass[r] >= 0 ? known_in[pass[r]] : kout[o++], &uin[c++]));
+        for (int i = 0; i < n; i++)
+            if (unknown[i]) uin[c++] = unknown_in[i];
+        TRY(emit_pmap(ctx->unknown, eqn, U, uin, uout));
+    }
+    for (int k = 0, a = 0, c = 0; k < no; k++) {
+        out_unknown[k] = ou[k];
+        if (ou[k])
+            unknown_out[k] = uout[c++];
+        else
+            known_out[k] = kout[a++];
+    }
 done:
+    oly__ctl_tfree(&t);
+    return s;
+}
+
+/* DCE: the body keeps only the used outputs (and the equations they need,
+ * effects included), and the pmap drops the inputs that body no longer
+ * reads. NULL replacement when nothing is dropped (DCE then cleans the body
+ * in place). */
+static oly_status pmap_dce(const oly_eqn *eqn, const bool *used_out, bool *used_in,
+                           oly_program **out)
+{
+    oly_program *sub = eqn->sub[0];
+    int n = eqn->n_in, no = eqn->n_out;
+    *out = NULL;
+    TMP_BEGIN;
+    int nuo = 0, nui = 0;
+    for (int k = 0; k < no; k++) nuo += used_out[k];
+    ctl_src *os;
+    oly_aval *av;
+    int *pin;
+    ALLOC(os, nuo);
+    ALLOC(av, n);
+    ALLOC(pin, n);
+    for (int k = 0, m = 0; k < no; k++)
+        if (used_out[k]) os[m++] = oly__ctl_from_out(k);
+    oly__ctl_in_avals(sub, av);
+    for (int i = 0; i < n; i++) pin[i] = i;
+    oly_program *body;
+    TRY(oly__ctl_wrap(sub, n, av, pin, nuo, os, &body));
+    TRY(oly__ctl_keep(&t, body));
+    TRY(oly__ctl_dce_kept(&t, &body));
+    /* the inputs the cleaned body reads */
+    for (int i = 0; i < n; i++) used_in[i] = false;
+    for (int k = 0; k < body->n_eqn; k++)
+        for (int i = 0; i < body->eqn[k].n_in; i++)
+            for (int j = 0; j < n && body->eqn[k].in[i].kind == OLY_ATOM_VAR; j++)
+                used_in[j] |= body->eqn[k].in[i].var == body->in[j];
+    for (int k = 0; k < nuo; k++)
+        for (int j = 0; j < n && body->out[k].kind == OLY_ATOM_VAR; j++)
+            used_in[j] |= body->out[k].var == body->in[j];
+    for (int i = 0; i < n; i++) nui += used_in[i];
+    if (nuo == no && nui == n) {
+        for (int i = 0; i < n; i++) used_in[i] = true;
+        goto done;
+    }
+    /* the body over the used inputs only (the others are never read: zeros
+     * stand in for them and are cleaned away) */
+    oly_builder *b = NULL;
+    oly_atom *bin, *bout, *rin, *rout;
+    ALLOC(bin, n);
+    ALLOC(bout, nuo);
+    ALLOC(rin, nui);
+    ALLOC(rout, nuo);
+    oly_program *body2 = NULL, *r = NULL;
+    TRY(oly_builder_new(&b));
+    for (int i = 0; i < n && s == OLY_OK; i++) {
+        oly_var *v = NULL;
+        if (used_in[i]) {
+            s = oly_builder_add_input(b, &av[i], &v);
+            bin[i] = oly_atom_var(v);
+        } else {
+            s = oly__emit_full(b, &av[i], 0.0, &bin[i]);
+        }
+    }
+    if (s == OLY_OK) s = oly__emit_inline(b, body, bin, bout);
+    if (s == OLY_OK) s = oly_builder_finish(b, bout, nuo, &body2);
     oly_builder_free(b);
-    oly_program_release(j);
-    oly_program_release(jt);
-    free(args);
-    free(res);
-    return st;
+    b = NULL;
+    if (s == OLY_OK) s = oly__ctl_keep(&t, body2);
+    if (s == OLY_OK) s = oly__ctl_dce_kept(&t, &body2);
+    /* the replacement: one pmap over the used inputs' stacked avals */
+    if (s == OLY_OK) s = oly_builder_new(&b);
+    for (int i = 0, c = 0; i < n && s == OLY_OK; i++) {
+        if (!used_in[i]) continue;
+        oly_var *v = NULL;
+        oly_aval a = oly__atom_aval(&eqn->in[i]);
+        s = oly_builder_add_input(b, &a, &v);
+        rin[c++] = oly_atom_var(v);
+    }
+    if (s == OLY_OK) s = emit_pmap(b, eqn, body2, rin, rout);
+    if (s == OLY_OK) s = oly_builder_finish(b, rout, nuo, &r);
+    oly_builder_free(b);
+    if (s == OLY_OK) *out = r;
+done:
+    oly__ctl_tfree(&t);
+    return s;
 }
 
 static oly_status pmap_transpose(oly_transpose_ctx *ctx, const oly_eqn *eqn, const oly_atom *in,
@@ -250,5 +377,6 @@ const oly_prim oly__prim_pmap = {
     .batch = pmap_batch,
     .jvp = pmap_jvp,
     .transpose = pmap_transpose,
-    .no_rule = OLY_RULE_PARTIAL_EVAL /* the whole pmap goes to the unknown side */,
+    .partial_eval = pmap_pe,
+    .dce = pmap_dce,
 };

@@ -27,6 +27,8 @@
 #include "rt/rt.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
 
 typedef struct launch {
     int running;                /* members not finished; under mu */
@@ -87,6 +89,48 @@ static void *member_thread(void *arg)
     return NULL; /* not reached: member threads live as long as the process */
 }
 
+/* A member run longer than this makes the next launches of its executable
+ * wake the member threads at once; the last such executable (only a hint:
+ * a freed executable's address reused costs a needless wake-up, nothing
+ * more). */
+#define SOLO_MAX_NS 50000
+static _Atomic(const oly_exe *) long_exe;
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Whether p or a program nested in it holds a collective (a row naming an
+ * axis): its members then rendezvous and must run at the same time. */
+static bool has_collective(const oly_program *p)
+{
+    for (int k = 0; k < p->n_eqn; k++) {
+        const oly_eqn *e = &p->eqn[k];
+        if (e->prim->names_axis) return true;
+        for (int j = 0; j < e->n_sub; j++)
+            if (has_collective(e->sub[j])) return true;
+    }
+    return false;
+}
+
+/* Takes L's first job still queued off the queue (mu held), or NULL. */
+static job *take_one(const launch *L)
+{
+    job *prev = NULL;
+    for (job *j = head; j; prev = j, j = j->next) {
+        if (j->L != L) continue;
+        if (prev) prev->next = j->next;
+        else head = j->next;
+        if (tail == j) tail = prev;
+        queued--;
+        return j;
+    }
+    return NULL;
+}
+
 /* Takes L's jobs still queued off the queue (mu held); returns how many. */
 static int unqueue(const launch *L)
 {
@@ -117,8 +161,10 @@ static oly_status launch_group(const oly_run *parent, const oly_exe *exe, oly_gr
             self = i;
             break;
         }
-    job *jobs = n > 1 ? oly__calloc((size_t)n - 1, sizeof *jobs) : NULL;
-    if (n > 1 && !jobs) return OLY_ERR_NOMEM;
+    job few[8];                 /* small groups allocate nothing */
+    job *jobs = n - 1 <= (int)OLY_ARRAY_LEN(few) ? few
+                : oly__calloc((size_t)n - 1, sizeof *jobs);
+    if (!jobs) return OLY_ERR_NOMEM;
     launch L = {.running = n - 1};
     for (int k = 0, i = 0; k < n; k++) { /* k: the k-th local member */
         if (k == self) continue;
@@ -128,6 +174,10 @@ static oly_status launch_group(const oly_run *parent, const oly_exe *exe, oly_gr
                           .in_arrays = in_arrays ? in_arrays + (size_t)k * n_in : NULL,
                           .out = out + (size_t)k * n_out, .L = &L};
     }
+    /* A body without collectives whose last launch was short is run by the
+     * launcher alone unless a member thread is already awake (see below). */
+    bool solo = n > 1 && !has_collective(exe->prog);
+    bool wake = !solo || atomic_load_explicit(&long_exe, memory_order_relaxed) == exe;
     bool no_thread = false;
     pthread_mutex_lock(&mu);
     for (int k = 0; k < n - 1; k++) {
@@ -146,7 +196,7 @@ static oly_status launch_group(const oly_run *parent, const oly_exe *exe, oly_gr
         idle++;
     }
     if (no_thread) L.running -= unqueue(&L); /* the others may have started */
-    if (n > 1) pthread_cond_broadcast(&work);
+    if (n > 1 && wake) pthread_cond_broadcast(&work);
     pthread_mutex_unlock(&mu);
 
     const job me = {.parent = parent, .exe = exe, .g = g,
@@ -158,7 +208,30 @@ static oly_status launch_group(const oly_run *parent, const oly_exe *exe, oly_gr
         oly__error(OLY_ERR_INTERNAL, "cannot start a thread for a member of a group run");
         oly__group_fail(g, me.member, OLY_ERR_INTERNAL);
     } else {
+        uint64_t t0 = solo ? now_ns() : 0;
         run_member(&me);
+        if (solo && !wake && now_ns() - t0 > SOLO_MAX_NS) {
+            /* long after all: the member threads take their share */
+            atomic_store_explicit(&long_exe, exe, memory_order_relaxed);
+            pthread_mutex_lock(&mu);
+            pthread_cond_broadcast(&work);
+            pthread_mutex_unlock(&mu);
+        } else if (solo && wake && now_ns() - t0 <= SOLO_MAX_NS) {
+            atomic_store_explicit(&long_exe, NULL, memory_order_relaxed);
+        }
+    }
+    /* Members that never meet need not run at the same time: the launcher
+     * runs those no member thread has taken yet itself (for a small body,
+     * all of them: a woken thread would start 50-150 us later). */
+    while (solo && !no_thread) {
+        pthread_mutex_lock(&mu);
+        job *j = take_one(&L);
+        pthread_mutex_unlock(&mu);
+        if (!j) break;
+        run_member(j);
+        pthread_mutex_lock(&mu);
+        L.running--;
+        pthread_mutex_unlock(&mu);
     }
 
     bool entered = false;
@@ -176,7 +249,7 @@ static oly_status launch_group(const oly_run *parent, const oly_exe *exe, oly_gr
     }
     pthread_mutex_unlock(&mu);
     oly__blocking_leave(entered, token);
-    free(jobs);
+    if (jobs != few) free(jobs);
     return oly__group_report(g);
 }
 

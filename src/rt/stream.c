@@ -318,20 +318,18 @@ done:
 
 /* ---------------------------------------------------------------- barriers */
 
-void oly__stream_drain(int device)
+/* Waits until s has finished the work issued before the call (entering the
+ * blocking hooks once it has to wait: *entered, *token for
+ * oly__blocking_leave); returns with s->mu held. */
+static void drain_locked(stream *s, bool *entered, void **token)
 {
-    if (init_streams() != OLY_OK) return;
-    stream *s = &streams[device];
-    if (running_here(s)) return; /* work behind this thread's run would wait for it */
-    bool entered = false;
-    void *token = NULL;
     pthread_mutex_lock(&s->mu);
     uint64_t target = s->issued;
     while (s->finished < target) {
-        if (!entered) {
+        if (!*entered) {
             pthread_mutex_unlock(&s->mu);
-            token = oly__blocking_enter(&entered);
-            entered = true;
+            *token = oly__blocking_enter(entered);
+            *entered = true;
             pthread_mutex_lock(&s->mu);
             continue;
         }
@@ -339,6 +337,16 @@ void oly__stream_drain(int device)
         pthread_cond_wait(&s->drained, &s->mu);
         s->drain_waiters--;
     }
+}
+
+void oly__stream_drain(int device)
+{
+    if (init_streams() != OLY_OK) return;
+    stream *s = &streams[device];
+    if (running_here(s)) return; /* work behind this thread's run would wait for it */
+    bool entered = false;
+    void *token = NULL;
+    drain_locked(s, &entered, &token);
     pthread_mutex_unlock(&s->mu);
     oly__blocking_leave(entered, token);
 }
@@ -360,20 +368,7 @@ oly_status oly_effects_barrier(void)
         if (running_here(s)) continue; /* work behind this thread's run would wait for it */
         bool entered = false;
         void *token = NULL;
-        pthread_mutex_lock(&s->mu);
-        uint64_t target = s->issued;
-        while (s->finished < target) {
-            if (!entered) {
-                pthread_mutex_unlock(&s->mu);
-                token = oly__blocking_enter(&entered);
-                entered = true;
-                pthread_mutex_lock(&s->mu);
-                continue;
-            }
-            s->drain_waiters++;
-            pthread_cond_wait(&s->drained, &s->mu);
-            s->drain_waiters--;
-        }
+        drain_locked(s, &entered, &token);
         oly_failure got = s->failure;
         s->failure = (oly_failure){0};
         pthread_mutex_unlock(&s->mu);

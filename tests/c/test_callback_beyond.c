@@ -598,3 +598,63 @@ TEST(batch_index_shape_errors)
     oly_builder_free(b);
     oly_host_fn_release(fn);
 }
+
+/* ---------------------------------------------------------------- group members */
+
+typedef struct grouplog {
+    pthread_mutex_t mu;
+    int calls;
+    int n_axes[8];
+    char names[8][2][8];
+    int64_t coords[8][2];
+    float arg[8];
+} grouplog;
+
+static oly_status log_member(void *user, oly_callback_frame *f)
+{
+    grouplog *l = user;
+    pthread_mutex_lock(&l->mu);
+    int k = l->calls++;
+    if (k < 8) {
+        l->n_axes[k] = f->n_axes;
+        for (int a = 0; a < f->n_axes && a < 2; a++) {
+            snprintf(l->names[k][a], sizeof l->names[k][a], "%s", f->axis_names[a]);
+            l->coords[k][a] = f->axis_index[a];
+        }
+        l->arg[k] = *(const float *)f->args[0];
+    }
+    pthread_mutex_unlock(&l->mu);
+    memcpy(f->results[0], f->args[0], oly_aval_nbytes(&f->arg_avals[0]));
+    return OLY_OK;
+}
+
+/* A group run over a 2x3 mesh: each member's host call gets the mesh's axis
+ * names and its coordinates (row-major: member k = 3 * x + y). */
+TEST(beyond_group_members_get_their_coordinates)
+{
+    grouplog l = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    oly_host_fn *fn = NULL;
+    CHECK_OK(oly_host_fn_new("log_member", log_member, &l, NULL, &fn));
+    oly_params_callback pc = {.callback = fn};
+    oly_program *p = one_call(&oly__prim_pure_callback, &pc, 1); /* f32[1] -> f32[1] */
+    const char *names[2] = {"x", "y"};
+    int sizes[2] = {2, 3}, devices[6] = {0, 0, 0, 0, 0, 0};
+    oly_mesh mesh = {.n_axes = 2, .names = names, .sizes = sizes, .devices = devices};
+    oly_array *in[6], *out[6] = {NULL};
+    int64_t one = 1;
+    for (int k = 0; k < 6; k++) in[k] = tu_array(OLY_FLOAT32, 1, &one, (double[]){k});
+    CHECK_OK(oly_program_run_group(p, &mesh, in, 1, out, 1));
+    CHECK(l.calls == 6);
+    for (int c = 0; c < 6; c++) {
+        int k = (int)l.arg[c]; /* the member whose input this was */
+        CHECK(l.n_axes[c] == 2);
+        CHECK(!strcmp(l.names[c][0], "x") && !strcmp(l.names[c][1], "y"));
+        CHECK(l.coords[c][0] == k / 3 && l.coords[c][1] == k % 3);
+    }
+    for (int k = 0; k < 6; k++) {
+        oly_array_release(in[k]);
+        oly_array_release(out[k]);
+    }
+    oly_program_release(p);
+    oly_host_fn_release(fn);
+}

@@ -8,6 +8,7 @@
 #include "testutil.h"
 #include "exec/exec.h"
 #include "cpu/fused.h"
+#include "cpu/simd.h"
 #include "rt/rt.h"
 
 /* ---------------------------------------------------------------- an effectful test row */
@@ -408,6 +409,194 @@ TEST(fuse_random_programs_with_effects)
             for (uint64_t seed = 1; seed <= 4; seed++)
                 groups += compare_random(seed * 977 + (uint64_t)c, ts[i], &SHAPES[c], true);
     CHECK(groups > 0);
+}
+
+/* ---------------------------------------------------------------- register programs */
+
+/* The rows a register program runs (fused.h's oly_fregs). */
+static const char *const REG_ROWS[] = {"add", "sub", "mul", "div", "neg", "abs", "square",
+                                       "sqrt", "integer_pow", "exp", "exp2", "log", "expm1",
+                                       "sin", "cos", "tan", "asin", "acos", "atan", "tanh",
+                                       "atanh", "cbrt"};
+
+/* A random program of register rows over dtype t and dims (rank 3 or 0):
+ * inputs x0, x1 (full) and s (rank 0); outputs the last value, two others
+ * (one perhaps twice) and a flat reshape of one (a copy out of the group). */
+static oly_program *regs_program(uint64_t seed, oly_dtype t, int rank, const int64_t *dims)
+{
+    rng r = {seed * 0x9e3779b97f4a7c15ull + 3};
+    oly_builder *b;
+    if (oly_builder_new(&b) != OLY_OK) return NULL;
+    oly_aval full, scalar;
+    OLY_ASSERT(oly_aval_make(t, rank, dims, &full) == OLY_OK);
+    OLY_ASSERT(oly_aval_make(t, 0, NULL, &scalar) == OLY_OK);
+    oly_var *x0, *x1, *s;
+    CHECK_OK(oly_builder_add_input(b, &full, &x0));
+    CHECK_OK(oly_builder_add_input(b, &full, &x1));
+    CHECK_OK(oly_builder_add_input(b, &scalar, &s));
+    enum { MAXV = 40 };
+    oly_atom pool[MAXV];
+    int n = 0;
+    pool[n++] = V(x0);
+    pool[n++] = V(x1);
+    int len = 16 + pick(&r, 12);
+    for (int step = 0; step < len && n < MAXV; step++) {
+        const oly_prim *p = P(REG_ROWS[pick(&r, OLY_ARRAY_LEN(REG_ROWS))]);
+        oly_params_integer_pow pi = {pick(&r, 9) - 3};
+        oly_atom in[2] = {pool[pick(&r, n)]};
+        if (p->n_in == 2) {
+            int how = pick(&r, 4);
+            in[1] = how == 0 ? V(s) : how == 1 ? lit(t, 0.75 - pick(&r, 3)) : pool[pick(&r, n)];
+            if (pick(&r, 2)) {
+                oly_atom tmp = in[0];
+                in[0] = in[1];
+                in[1] = tmp;
+            }
+        }
+        oly_var *o = app(b, p->name, in, p->n_in, p->params_size ? &pi : NULL);
+        if (!o) break;
+        pool[n++] = V(o);
+    }
+    oly_params_reshape flat = {.new_sizes = {.n = 1, .v = {oly_aval_size(&full)}}};
+    oly_var *fl = app(b, "reshape", &pool[pick(&r, n)], 1, &flat);
+    oly_atom outs[4] = {pool[n - 1], pool[pick(&r, n)], pool[pick(&r, n)], V(fl)};
+    outs[2] = pick(&r, 2) ? outs[1] : outs[2];
+    oly_program *prog = NULL;
+    CHECK_OK(oly_builder_finish(b, outs, 4, &prog));
+    oly_builder_free(b);
+    return prog;
+}
+
+/* a and b hold the same bytes, except that a NaN may meet a NaN of another
+ * sign or payload: which operand's NaN an op on two NaNs passes on is the
+ * compiler's choice of operand order (IEEE 754 leaves it open), in the kernels
+ * as in the register programs. */
+static bool same_but_nan_payloads(const oly_array *a, const oly_array *b)
+{
+    if (!a || !b || !oly_aval_equal(&a->aval, &b->aval)) return false;
+    int64_t n = oly_aval_size(&a->aval);
+    for (int64_t i = 0; i < n; i++) {
+        bool f32 = a->aval.dtype == OLY_FLOAT32;
+        double x = f32 ? ((const float *)oly_array_data(a))[i] : ((const double *)oly_array_data(a))[i];
+        double y = f32 ? ((const float *)oly_array_data(b))[i] : ((const double *)oly_array_data(b))[i];
+        if (x != x && y != y) continue;
+        size_t es = f32 ? 4 : 8;
+        if (memcmp((const char *)oly_array_data(a) + (size_t)i * es,
+                   (const char *)oly_array_data(b) + (size_t)i * es, es) != 0)
+            return false;
+    }
+    return true;
+}
+
+/* Register programs give the bytes of the unfused program at every CPU level
+ * (the portable level runs the tiles), for f32 and f64, one short tile or
+ * many, rank 0 and empty, with zeros, infinities and NaNs among the inputs
+ * (NaNs: same_but_nan_payloads); a group of these rows with no broadcast is
+ * planned as one. */
+TEST(fuse_register_programs_every_level)
+{
+    static const struct {
+        int rank;
+        int64_t dims[3];
+    } shapes[] = {{3, {3, 37, 41}}, {3, {1, 1, 7}}, {3, {2, 0, 3}}, {0, {0}}, {3, {5, 99, 203}}};
+    static const oly_dtype ts[] = {OLY_FLOAT32, OLY_FLOAT64};
+    oly_cpu_level saved = oly_cpu_level_get(), max = oly_cpu_level_max();
+    int with_regs = 0, compared = 0;
+    for (int ti = 0; ti < OLY_ARRAY_LEN(ts); ti++)
+        for (int c = 0; c < OLY_ARRAY_LEN(shapes); c++)
+            for (uint64_t seed = 1; seed <= 4; seed++) {
+                oly_dtype t = ts[ti];
+                oly__exec_set_rewrites(1, 1, 0);
+                oly_program *pf = regs_program(seed + (uint64_t)c * 31, t, shapes[c].rank,
+                                               shapes[c].dims);
+                oly__exec_set_rewrites(0, 0, 0);
+                oly_program *pu = regs_program(seed + (uint64_t)c * 31, t, shapes[c].rank,
+                                               shapes[c].dims);
+                if (!pf || !pu) {
+                    CHECK(0);
+                    oly_program_release(pf);
+                    oly_program_release(pu);
+                    continue;
+                }
+                oly__exec_set_rewrites(1, 1, 0);
+                char *text = NULL;
+                CHECK_OK(oly__exec_describe(pf, &text));
+                with_regs += text && strstr(text, " regs:") != NULL;
+                free(text);
+                rng r = {seed + 5};
+                oly_array *in[3];
+                for (int i = 0; i < 3; i++) in[i] = random_array(&r, oly_program_input_aval(pf, i));
+                if (oly_aval_size(oly_program_input_aval(pf, 0)) >= 8) {
+                    static const double special[8] = {0.0, -0.0, INFINITY, -INFINITY, NAN, -NAN,
+                                                      1e-300, -3e38};
+                    for (int k = 0; k < 8; k++) {
+                        if (t == OLY_FLOAT32) ((float *)oly_array_data(in[0]))[k] = (float)special[k];
+                        else ((double *)oly_array_data(in[0]))[k] = special[k];
+                    }
+                }
+                /* every level, then AVX2 with its register loops on */
+                for (int lv = 0; lv <= (int)max + (max >= OLY_CPU_LEVEL_AVX2); lv++) {
+                    bool avx2_regs = lv > (int)max;
+                    atomic_store(&oly__cpu_fused_regs_avx2, avx2_regs);
+                    CHECK_OK(oly__cpu_set_level(avx2_regs ? OLY_CPU_LEVEL_AVX2 : (oly_cpu_level)lv));
+                    oly_array *of[4], *ou[4];
+                    oly__exec_set_rewrites(1, 1, 0);
+                    CHECK_OK(run(pf, in, 3, of, 4));
+                    oly__exec_set_rewrites(0, 0, 0);
+                    CHECK_OK(run(pu, in, 3, ou, 4));
+                    for (int k = 0; k < 4; k++) {
+                        if (!same_but_nan_payloads(of[k], ou[k]))
+                            CHECK_FAIL_("seed %llu %s shape %d level %s: output %d differs "
+                                        "fused/unfused", (unsigned long long)seed,
+                                        oly_dtype_name(t), c,
+                                        avx2_regs ? "avx2 (registers)"
+                                                  : oly_cpu_level_name((oly_cpu_level)lv), k);
+                        oly_array_release(of[k]);
+                        oly_array_release(ou[k]);
+                    }
+                    compared++;
+                }
+                atomic_store(&oly__cpu_fused_regs_avx2, false);
+                CHECK_OK(oly__cpu_set_level(saved));
+                oly__exec_set_rewrites(-1, -1, -1);
+                for (int i = 0; i < 3; i++) oly_array_release(in[i]);
+                oly_program_release(pf);
+                oly_program_release(pu);
+            }
+    CHECK_OK(oly__cpu_set_level(saved));
+    /* Most programs ran as register programs (a test that cannot fail is a defect). */
+    CHECK(with_regs * 2 > OLY_ARRAY_LEN(ts) * OLY_ARRAY_LEN(shapes) * 4);
+    CHECK(compared > 0);
+}
+
+/* A broadcast operand or a row outside the set keeps a group on the tiles. */
+TEST(fuse_register_program_needs_its_rows)
+{
+    rewrites_all();
+    int64_t n = 5000;
+    oly_aval a;
+    OLY_ASSERT(oly_aval_make(OLY_FLOAT32, 1, &n, &a) == OLY_OK);
+    for (int k = 0; k < 2; k++) {
+        oly_builder *b;
+        CHECK_OK(oly_builder_new(&b));
+        oly_var *x;
+        CHECK_OK(oly_builder_add_input(b, &a, &x));
+        oly_atom ax = V(x);
+        oly_var *s = app(b, k ? "erf" : "sin", &ax, 1, NULL);
+        oly_atom sx[2] = {V(s), ax};
+        oly_var *m = app(b, "mul", sx, 2, NULL);
+        oly_atom out = V(m);
+        oly_program *p = NULL;
+        CHECK_OK(oly_builder_finish(b, &out, 1, &p));
+        oly_builder_free(b);
+        char *text = NULL;
+        CHECK_OK(oly__exec_describe(p, &text));
+        CHECK(text && strstr(text, "1 groups"));
+        CHECK(text && (strstr(text, " regs:") != NULL) == (k == 0));
+        free(text);
+        oly_program_release(p);
+    }
+    rewrites_default();
 }
 
 /* ---------------------------------------------------------------- structure */

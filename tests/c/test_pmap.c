@@ -17,6 +17,7 @@
 #include "testutil.h"
 
 #include <pthread.h>
+#include <time.h>
 
 enum { M = 4 }; /* members */
 
@@ -572,7 +573,7 @@ TEST(pmap_row_vmap_jvp_and_transpose)
         oly_array_release(y);
         oly_program_release(v);
     }
-    /* jvp: d psum(x^2) = psum(2 x t), as a pmap of the body's JVP */
+    /* jvp: d psum(x^2) = psum(2 x t), as one pmap of the body's JVP */
     oly_program *j = NULL;
     bool nz_out = false;
     CHECK_OK(oly_program_jvp(p, (bool[]){true}, &j, &nz_out));
@@ -622,4 +623,271 @@ TEST(pmap_row_vmap_jvp_and_transpose)
     oly_program_release(lin);
     oly_program_release(t);
     oly_program_release(p);
+}
+
+/* Equations named name in p and its nested programs. */
+static int count_prim(const oly_program *p, const char *name)
+{
+    int n = 0;
+    for (int k = 0; k < p->n_eqn; k++) {
+        n += strcmp(p->eqn[k].prim->name, name) == 0;
+        for (int j = 0; j < p->eqn[k].n_sub; j++) n += count_prim(p->eqn[k].sub[j], name);
+    }
+    return n;
+}
+
+/* (x, c): f32[M, 1] -> pmap over 'i' of psum(x * x * io_callback(c)). */
+static oly_program *pmap_with_effect(oly_host_fn *fn)
+{
+    int64_t one1 = 1, d41[] = {M, 1};
+    oly_aval a = tu_aval(OLY_FLOAT32, 1, &one1), sa = tu_aval(OLY_FLOAT32, 2, d41);
+    oly_builder *b = NULL;
+    oly_var *x = NULL, *c = NULL, *y = NULL, *sq = NULL, *w = NULL, *s = NULL;
+    CHECK_OK(oly_builder_new(&b));
+    CHECK_OK(oly_builder_add_input(b, &a, &x));
+    CHECK_OK(oly_builder_add_input(b, &a, &c));
+    oly_params_callback pc = {.callback = fn, .result_avals = &a, .n_results = 1,
+                              .vmap_method = OLY_VMAP_SEQUENTIAL, .ordered = true};
+    oly_atom in = oly_atom_var(c);
+    CHECK_OK(oly_builder_append(b, &oly__prim_io_callback, &in, 1, &pc, NULL, 0, &y, 1, NULL));
+    oly_atom xx[2] = {oly_atom_var(x), oly_atom_var(x)};
+    CHECK_OK(oly_builder_append(b, &oly__prim_mul, xx, 2, NULL, NULL, 0, &sq, 1, NULL));
+    oly_atom sy[2] = {oly_atom_var(sq), oly_atom_var(y)};
+    CHECK_OK(oly_builder_append(b, &oly__prim_mul, sy, 2, NULL, NULL, 0, &w, 1, NULL));
+    in = oly_atom_var(w);
+    CHECK_OK(oly_builder_append(b, &oly__prim_psum, &in, 1, &(oly_params_psum){.axes = "('i',)"},
+                                NULL, 0, &s, 1, NULL));
+    oly_atom out = oly_atom_var(s);
+    oly_program *body = NULL;
+    CHECK_OK(oly_builder_finish(b, &out, 1, &body));
+    oly_builder_free(b);
+    char devs[64];
+    snprintf(devs, sizeof devs, "(%d, %d, %d, %d)", dev(0), dev(1), dev(2), dev(3));
+    oly_params_pmap pp = {.axis_name = "('i',)", .sizes = {.n = 1, .v = {M}}, .devices = devs,
+                          .n_out = 1};
+    CHECK_OK(oly_builder_new(&b));
+    CHECK_OK(oly_builder_add_input(b, &sa, &x));
+    CHECK_OK(oly_builder_add_input(b, &sa, &c));
+    oly_atom ins[2] = {oly_atom_var(x), oly_atom_var(c)};
+    CHECK_OK(oly_builder_append(b, &oly__prim_pmap, ins, 2, &pp, &body, 1, &y, 1, NULL));
+    out = oly_atom_var(y);
+    oly_program *p = NULL;
+    CHECK_OK(oly_builder_finish(b, &out, 1, &p));
+    oly_builder_free(b);
+    oly_program_release(body);
+    if (p) CHECK_OK(oly_program_verify(p));
+    return p;
+}
+
+TEST(pmap_row_partial_eval_computes_the_primal_once)
+{
+    /* psum(x^2): the known pmap computes x^2 and its psum, the linear one
+     * only the tangent's psum (and takes x itself as its residual) */
+    oly_program *p = pmap_program();
+    oly_program *prim = NULL, *lin = NULL;
+    int n_res = 0;
+    bool nzo = false;
+    if (p) CHECK_OK(oly_program_linearize(p, (bool[]){true}, &prim, &lin, &n_res, &nzo));
+    if (prim && lin) {
+        CHECK_OK(oly_program_verify(prim));
+        CHECK_OK(oly_program_verify(lin));
+        CHECK_EQ(count_prim(prim, "pmap"), 1);
+        CHECK_EQ(count_prim(lin, "pmap"), 1);
+        CHECK_EQ(count_prim(prim, "psum") + count_prim(lin, "psum"), 2); /* primal once */
+        CHECK_EQ(count_prim(lin, "psum"), 1);
+        CHECK(nzo);
+    }
+    oly_program_release(prim);
+    oly_program_release(lin);
+    oly_program_release(p);
+}
+
+TEST(pmap_row_grad_of_a_body_with_effects_runs_them_once)
+{
+    fail_state st = {.fail_on = -1};
+    oly_host_fn *fn = NULL;
+    CHECK_OK(oly_host_fn_new("member_host", failing_host, &st, NULL, &fn));
+    oly_program *p = pmap_with_effect(fn);
+    oly_program *prim = NULL, *lin = NULL, *t = NULL;
+    int n_res = 0;
+    bool nzo = false;
+    if (p) CHECK_OK(oly_program_linearize(p, (bool[]){true, false}, &prim, &lin, &n_res, &nzo));
+    if (lin) CHECK_OK(oly_program_transpose(lin, n_res, &t));
+    if (prim && lin && t) {
+        CHECK_EQ(count_prim(prim, "io_callback"), 1);
+        CHECK_EQ(count_prim(lin, "io_callback") + count_prim(t, "io_callback"), 0);
+        double xv[M], cv[M], ones[M];
+        for (int k = 0; k < M; k++) xv[k] = k + 1, cv[k] = 0.5 * k + 1, ones[k] = 1;
+        int64_t d41[] = {M, 1};
+        oly_array *in[2] = {tu_array(OLY_FLOAT32, 2, d41, xv), tu_array(OLY_FLOAT32, 2, d41, cv)};
+        oly_array *pout[8] = {0};
+        CHECK_OK(oly_program_run(prim, 0, in, 2, pout, 1 + n_res));
+        CHECK_EQ(atomic_load(&st.calls), M); /* once per member */
+        double want = 0;
+        for (int k = 0; k < M; k++) want += xv[k] * xv[k] * cv[k];
+        if (pout[0]) CHECK_NEAR(tu_get(pout[0], 2), want, 1e-4);
+        oly_array *targs[8] = {0}, *ct = NULL;
+        for (int r = 0; r < n_res; r++) targs[r] = pout[1 + r];
+        targs[n_res] = tu_array(OLY_FLOAT32, 2, d41, ones);
+        CHECK_OK(oly_program_run(t, 0, targs, n_res + 1, &ct, 1));
+        CHECK_EQ(atomic_load(&st.calls), M); /* the backward pass calls nothing */
+        for (int k = 0; k < M && ct; k++) CHECK_NEAR(tu_get(ct, k), 2.0 * M * xv[k] * cv[k], 1e-4);
+        oly_array_release(targs[n_res]);
+        oly_array_release(ct);
+        release_all(in, 2);
+        release_all(pout, 1 + n_res);
+    }
+    oly_program_release(prim);
+    oly_program_release(lin);
+    oly_program_release(t);
+    oly_program_release(p);
+    oly_host_fn_release(fn);
+}
+
+/* (x, c): f32[M, 1] -> pmap over 'i' of (x * x, psum(c), io_callback(c)) when
+ * fn, else of (x * x, psum(c)); the program returns the outputs in outs. */
+static oly_program *pmap_three(oly_host_fn *fn, const int *outs, int n_outs)
+{
+    int64_t one1 = 1, d41[] = {M, 1};
+    oly_aval a = tu_aval(OLY_FLOAT32, 1, &one1), sa = tu_aval(OLY_FLOAT32, 2, d41);
+    oly_builder *b = NULL;
+    oly_var *x = NULL, *c = NULL, *o[3] = {0};
+    CHECK_OK(oly_builder_new(&b));
+    CHECK_OK(oly_builder_add_input(b, &a, &x));
+    CHECK_OK(oly_builder_add_input(b, &a, &c));
+    oly_atom xx[2] = {oly_atom_var(x), oly_atom_var(x)}, in = oly_atom_var(c);
+    CHECK_OK(oly_builder_append(b, &oly__prim_mul, xx, 2, NULL, NULL, 0, &o[0], 1, NULL));
+    CHECK_OK(oly_builder_append(b, &oly__prim_psum, &in, 1, &(oly_params_psum){.axes = "('i',)"},
+                                NULL, 0, &o[1], 1, NULL));
+    oly_params_callback pc = {.callback = fn, .result_avals = &a, .n_results = 1,
+                              .vmap_method = OLY_VMAP_SEQUENTIAL, .ordered = true};
+    if (fn)
+        CHECK_OK(oly_builder_append(b, &oly__prim_io_callback, &in, 1, &pc, NULL, 0, &o[2], 1, NULL));
+    int nb = fn ? 3 : 2;
+    oly_atom bo[3] = {oly_atom_var(o[0]), oly_atom_var(o[1]), oly_atom_var(o[2])};
+    oly_program *body = NULL;
+    CHECK_OK(oly_builder_finish(b, bo, nb, &body));
+    oly_builder_free(b);
+    char devs[64];
+    snprintf(devs, sizeof devs, "(%d, %d, %d, %d)", dev(0), dev(1), dev(2), dev(3));
+    oly_params_pmap pp = {.axis_name = "('i',)", .sizes = {.n = 1, .v = {M}}, .devices = devs,
+                          .n_out = nb};
+    CHECK_OK(oly_builder_new(&b));
+    CHECK_OK(oly_builder_add_input(b, &sa, &x));
+    CHECK_OK(oly_builder_add_input(b, &sa, &c));
+    oly_atom ins[2] = {oly_atom_var(x), oly_atom_var(c)};
+    CHECK_OK(oly_builder_append(b, &oly__prim_pmap, ins, 2, &pp, &body, 1, o, 3, NULL));
+    oly_atom po[3];
+    for (int k = 0; k < n_outs; k++) po[k] = oly_atom_var(o[outs[k]]);
+    oly_program *p = NULL;
+    CHECK_OK(oly_builder_finish(b, po, n_outs, &p));
+    oly_builder_free(b);
+    oly_program_release(body);
+    return p;
+}
+
+TEST(pmap_row_dce_drops_unused_outputs_and_inputs_keeps_effects)
+{
+    fail_state st = {.fail_on = -1};
+    oly_host_fn *fn = NULL;
+    CHECK_OK(oly_host_fn_new("member_host", failing_host, &st, NULL, &fn));
+    double xv[M], cv[M];
+    for (int k = 0; k < M; k++) xv[k] = k + 1, cv[k] = 10 * k;
+    int64_t d41[] = {M, 1};
+    oly_array *in[2] = {tu_array(OLY_FLOAT32, 2, d41, xv), tu_array(OLY_FLOAT32, 2, d41, cv)};
+    /* x * x only: psum goes, the callback (an effect) stays with its input */
+    oly_program *p = pmap_three(fn, (int[]){0}, 1), *d = NULL;
+    if (p) CHECK_OK(oly_program_dce(p, &d));
+    if (d) {
+        CHECK_OK(oly_program_verify(d));
+        CHECK_EQ(d->n_eqn, 1);
+        CHECK_EQ(d->eqn[0].n_out, 1);
+        CHECK_EQ(d->eqn[0].n_in, 2);
+        CHECK_EQ(count_prim(d, "psum"), 0);
+        CHECK_EQ(count_prim(d, "io_callback"), 1);
+        oly_array *y = NULL;
+        CHECK_OK(oly_program_run(d, 0, in, 2, &y, 1));
+        CHECK_EQ(atomic_load(&st.calls), M);
+        for (int k = 0; k < M && y; k++) CHECK_NEAR(tu_get(y, k), xv[k] * xv[k], 1e-6);
+        oly_array_release(y);
+    }
+    oly_program_release(p);
+    oly_program_release(d);
+    /* psum(c) only, no effect: mul goes and so does the input x */
+    p = pmap_three(NULL, (int[]){1}, 1);
+    d = NULL;
+    if (p) CHECK_OK(oly_program_dce(p, &d));
+    if (d) {
+        CHECK_OK(oly_program_verify(d));
+        CHECK_EQ(d->eqn[0].n_in, 1);
+        CHECK_EQ(d->eqn[0].n_out, 1);
+        CHECK_EQ(count_prim(d, "mul"), 0);
+        oly_array *y = NULL;
+        CHECK_OK(oly_program_run(d, 0, in, 2, &y, 1));
+        for (int k = 0; k < M && y; k++) CHECK_NEAR(tu_get(y, k), 60, 1e-6);
+        oly_array_release(y);
+    }
+    oly_program_release(p);
+    oly_program_release(d);
+    /* every output used: the same program */
+    p = pmap_three(NULL, (int[]){1, 0}, 2);
+    d = NULL;
+    if (p) CHECK_OK(oly_program_dce(p, &d));
+    CHECK(d == p);
+    oly_program_release(p);
+    oly_program_release(d);
+    release_all(in, 2);
+    oly_host_fn_release(fn);
+}
+
+/* ---------------------------------------------------------------- launches without collectives */
+
+typedef struct dev_state {
+    atomic_int calls;
+    atomic_int wrong_device;
+    int sleep_us;
+} dev_state;
+
+/* Returns its argument; counts calls whose device is not the one member k
+ * (input 10 k + 1) runs on; sleeps sleep_us first. */
+static oly_status device_host(void *user, oly_callback_frame *f)
+{
+    dev_state *s = user;
+    atomic_fetch_add(&s->calls, 1);
+    if (s->sleep_us) {
+        struct timespec ts = {0, (long)s->sleep_us * 1000};
+        nanosleep(&ts, NULL);
+    }
+    int k = (int)(*(const float *)f->args[0] - 1) / 10;
+    if (f->device != dev(k)) atomic_fetch_add(&s->wrong_device, 1);
+    memcpy(f->results[0], f->args[0], sizeof(float));
+    return OLY_OK;
+}
+
+TEST(pmap_group_without_collectives_short_and_long_bodies)
+{
+    /* A body with no collective runs its members on the launcher until one
+     * is long (then on member threads): every member once per launch, on
+     * its own device, with its own values, either way. */
+    int64_t one1 = 1;
+    oly_aval a = tu_aval(OLY_FLOAT32, 1, &one1);
+    for (int pass = 0; pass < 2; pass++) {
+        dev_state s = {.sleep_us = pass ? 200 : 0};
+        oly_host_fn *fn = NULL;
+        CHECK_OK(oly_host_fn_new("device_host", device_host, &s, NULL, &fn));
+        oly_params_callback pc = {.callback = fn, .result_avals = &a, .n_results = 1,
+                                  .vmap_method = OLY_VMAP_SEQUENTIAL, .ordered = true};
+        oly_program *p = one(&oly__prim_io_callback, &pc, a);
+        for (int rep = 0; rep < 3 && p; rep++) {
+            oly_array *y[M] = {0};
+            CHECK_OK(run4(p, OLY_FLOAT32, 1, &one1, y));
+            for (int k = 0; k < M; k++)
+                if (y[k]) CHECK_EQ(tu_get(y[k], 0), 10 * k + 1);
+            release_all(y, M);
+        }
+        CHECK_EQ(atomic_load(&s.calls), 3 * M);
+        CHECK_EQ(atomic_load(&s.wrong_device), 0);
+        oly_program_release(p);
+        oly_host_fn_release(fn);
+    }
 }

@@ -42,3 +42,21 @@ def test_progress_bar_example():
     assert "(batch of 4)" in err
     assert re.search(r"^converge: \d+ it \[", err, re.M)
     assert "done: y[0]=" in out
+
+
+def test_callback_context_example():
+    out, _ = run("callback_context.py")
+    lines = re.findall(r"pure_callback on TFRT_CPU_(\d), axis_index=(\{[^}]*\}), "
+                       r"batch_index=\(([\d, ]*)\): norm of \[([\d., ]+)\]", out)
+    assert len(lines) == 12, out
+    nested, pmapped = lines[:4], lines[4:]
+    for dev, axes, batch, vals in nested:      # x[i, j] = [4i + 2j, 4i + 2j + 1]
+        i, j = (int(t) for t in batch.split(","))
+        assert dev == "0" and axes == "{}" and vals == f"{4.0 * i + 2 * j}, {4.0 * i + 2 * j + 1}"
+    for dev, axes, batch, vals in pmapped:     # member d on device d, element b of x[d]
+        d, b = int(dev), int(batch.strip(", "))
+        assert axes == f"{{'devices': {d}}}"
+        assert vals == f"{4.0 * d + 2 * b}, {4.0 * d + 2 * b + 1}"
+    assert sorted((int(d), b) for d, _, b, _ in pmapped) == \
+        [(d, f"{b},") for d in range(4) for b in range(2)]
+    assert "outside a host call: None" in out

@@ -141,3 +141,66 @@ def test_the_device_of_a_committed_computation():
                        text=True, timeout=60, env=env)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("True"), r.stdout
+
+
+def test_pmap_members_know_their_axis_index_and_device():
+    body = """
+        import numpy as np, olympus, olympus.numpy as jnp
+        from olympus.experimental import callback_context, io_callback
+        seen = []
+        def host(x):
+            c = callback_context()
+            seen.append((c.kind, c.device.id, c.axis_index, c.batch_index, float(x)))
+            return x
+        f = olympus.pmap(lambda x: io_callback(host, olympus.ShapeDtypeStruct((), jnp.float32), x),
+                         axis_name='i')
+        f(jnp.arange(4.0))
+        print(sorted(seen) == [("io_callback", d, {"i": d}, (), float(d)) for d in range(4)], seen)
+        seen.clear()
+        g = olympus.pmap(olympus.vmap(lambda x: olympus.pure_callback(
+            host, olympus.ShapeDtypeStruct((), jnp.float32), x, vmap_method="sequential")),
+            axis_name='i')
+        g(jnp.arange(8.0).reshape(4, 2))
+        print(sorted(seen) == [("pure_callback", d, {"i": d}, (b,), float(2 * d + b))
+                               for d in range(4) for b in range(2)], seen)
+    """
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), OLYMPUS_NUM_CPU_DEVICES="4")
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(body)], capture_output=True,
+                       text=True, timeout=60, env=env)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("True") and lines[1].startswith("True"), r.stdout
+
+
+def test_taps_calls_and_debug_prints_run_once_per_pmap_member():
+    """host_callback taps (on each device's outfeed), host_callback.call and
+    debug.print inside pmap: one call per member, each with its device."""
+    body = """
+        import numpy as np, olympus, olympus.numpy as jnp
+        from olympus.experimental import host_callback as hcb
+        taps = []
+        f = olympus.pmap(lambda x: hcb.id_tap(
+            lambda v, tr, device=None: taps.append((device.id, float(v))), x * 2,
+            tap_with_device=True), axis_name='i')
+        out = f(jnp.arange(4.0))
+        hcb.barrier_wait()
+        print(np.asarray(out).tolist(), sorted(taps) == [(d, 2.0 * d) for d in range(4)])
+        calls = []
+        def host(v):
+            calls.append(float(v))
+            return np.asarray(v) + 1
+        g = olympus.pmap(lambda x: hcb.call(host, x, result_shape=x), axis_name='i')
+        print(np.asarray(g(jnp.arange(4.0))).tolist(), sorted(calls))
+        olympus.pmap(lambda x: olympus.debug.print("member {i} has {x}", x=x,
+                                                   i=olympus.lax.axis_index('i')),
+                     axis_name='i')(jnp.arange(4.0))
+        olympus.effects_barrier()
+    """
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), OLYMPUS_NUM_CPU_DEVICES="4")
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(body)], capture_output=True,
+                       text=True, timeout=60, env=env)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "[0.0, 2.0, 4.0, 6.0] True", r.stdout
+    assert lines[1] == "[1.0, 2.0, 3.0, 4.0] [0.0, 1.0, 2.0, 3.0]", r.stdout
+    assert sorted(lines[2:]) == [f"member {d} has {float(d)}" for d in range(4)], r.stdout

@@ -137,6 +137,8 @@ def test_debug_fusion_prints_groups():
     assert ("sin#0(in->temp) integer_pow#1(temp->temp) cos#2(in->temp) mul#3(temp,in->temp) "
             "add#4(temp,temp->out)") in r.stderr
     assert " chain:" not in r.stderr
+    # sin, cos, integer_pow, mul, add on f32 with no broadcast: a register program
+    assert "scalars=0 bcasts=0 inplace regs: sin#0" in r.stderr
 
 
 def test_linear_chains_run_in_registers():

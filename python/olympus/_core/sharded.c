@@ -124,13 +124,15 @@ static bool contiguous(int r, const int64_t *dims, const int64_t *shape)
 
 static void release_array(void *owner) { oly_array_release(owner); }
 
-/* take_block(global, starts, shape) -> Array: the block of global at starts of
- * that shape, uncommitted, the global's dtype and weak type; a view when the
- * block is contiguous, else a copy. */
+/* take_block(global, starts, shape[, as_shape]) -> Array: the block of global
+ * at starts of that shape, uncommitted, the global's dtype and weak type; a
+ * view when the block is contiguous, else a copy. as_shape (same element
+ * count) re-shapes the block in C order: a member's slice of a stacked pmap
+ * result without its member axis, a whole array seen with another shape. */
 static PyObject *py_take_block(PyObject *Py_UNUSED(m), PyObject *args)
 {
-    PyObject *go, *so, *sh;
-    if (!PyArg_ParseTuple(args, "OOO:take_block", &go, &so, &sh)) return NULL;
+    PyObject *go, *so, *sh, *as = NULL;
+    if (!PyArg_ParseTuple(args, "OOO|O:take_block", &go, &so, &sh, &as)) return NULL;
     oly_array *g = array_arg(go, "take_block");
     if (!g) return NULL;
     const oly_aval *ga = oly_array_aval(g);
@@ -155,16 +157,29 @@ static PyObject *py_take_block(PyObject *Py_UNUSED(m), PyObject *args)
     if (s != OLY_OK) return ext_raise(s);
     oly_aval ba = *ga;
     memcpy(ba.dims, shape, sizeof(int64_t) * (size_t)ga->rank);
+    oly_aval oa = ba; /* the result's aval: the block's, or as_shape */
+    if (as && as != Py_None) {
+        int64_t od[OLY_MAX_RANK];
+        int ro;
+        if (dims_from(as, "take_block as_shape", od, &ro) < 0) return NULL;
+        oa.rank = ro;
+        memcpy(oa.dims, od, sizeof(int64_t) * (size_t)ro);
+        if (oly_aval_size(&oa) != oly_aval_size(&ba)) {
+            PyErr_Format(PyExc_ValueError, "take_block: as_shape has %lld elements, the block "
+                         "%lld", (long long)oly_aval_size(&oa), (long long)oly_aval_size(&ba));
+            return NULL;
+        }
+    }
     size_t es = oly_dtype_size(ga->dtype);
     oly_array *out = NULL;
     if (contiguous(ga->rank, ga->dims, shape) && oly_aval_size(&ba) > 0) {
         size_t off = 0;
         for (int i = 0; i < ga->rank; i++) off = off * (size_t)ga->dims[i] + (size_t)starts[i];
-        s = oly_array_wrap(&ba, (char *)oly_array_data(g) + off * es, release_array,
+        s = oly_array_wrap(&oa, (char *)oly_array_data(g) + off * es, release_array,
                            oly_array_retain(g), &out);
         if (s != OLY_OK) oly_array_release(g);
     } else {
-        s = oly_array_new(&ba, &out);
+        s = oly_array_new(&oa, &out); /* the block's rows land in C order either way */
         if (s == OLY_OK) {
             copy_ctx c = {oly_array_mutable_data(out), oly_array_data(g), false};
             for_rows(ga->rank, ga->dims, starts, shape, es, copy_row, &c);
@@ -401,8 +416,8 @@ PyObject *ext_jit_sharded(oly_program *prog, PyObject *leaves, PyObject **shard_
 
 PyMethodDef ext_sharded_methods[] = {
     {"take_block", py_take_block, METH_VARARGS,
-     "take_block(global, starts, shape) -> the block as an uncommitted Array (a view when "
-     "contiguous)"},
+     "take_block(global, starts, shape[, as_shape]) -> the block as an uncommitted Array (a "
+     "view when contiguous), re-shaped to as_shape if given"},
     {"assemble", py_assemble, METH_VARARGS,
      "assemble(shape, [(Array, starts), ...]) -> a new Array with the blocks copied in"},
     {"make_sharded", py_make_sharded, METH_VARARGS,

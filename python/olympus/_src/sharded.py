@@ -4,11 +4,12 @@ elementwise programs (the hook _core's jit calls when an argument is sharded).
 
 An array laid out by a NamedSharding is an ordinary Array (its global value,
 uncommitted) whose `_shards` slot holds (sharding, per-device Arrays in mesh
-order); see docs/design.md, "Sharding"."""
+order; () for a PmapSharding's, made on demand); see docs/design.md, "Sharding"."""
 import numpy as np
 
 from olympus import _core
-from olympus.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding, Sharding
+from olympus.sharding import (NamedSharding, PartitionSpec, PmapSharding, SingleDeviceSharding,
+                              Sharding)
 
 
 class Shard:
@@ -53,12 +54,46 @@ def _put_named(a, sharding, who="device_put args"):
     return _core.make_sharded(glob, sharding, tuple(shards))
 
 
+def unstacked(a, sharding):
+    """a (an Array whose leading dimension has one element per device of the
+    PmapSharding) with member k's slice on devices[k]: views of a's buffer
+    (pmap's results, device_put with a PmapSharding). The views are made when
+    asked for (addressable_shards): a pmap result that only flows on pays
+    nothing for them."""
+    info = a._shards
+    if info is not None and info[0] == sharding:
+        return a
+    shape = tuple(a.shape)
+    if sharding.sharded_dim != 0:
+        raise NotImplementedError("PmapSharding with sharded_dim != 0")
+    sharding._check_shape(shape)
+    glob = a
+    if a.committed or info is not None:  # the global value is uncommitted (no device of its own)
+        glob = _core.take_block(a, (0,) * len(shape), shape)
+    return _core.make_sharded(glob, sharding, ())
+
+
+def _shard_datas(x):
+    """The per-device Arrays of a sharded x, in layout order (a PmapSharding's
+    views of the global buffer are made here, on demand)."""
+    sharding, datas = x._shards
+    if datas or not isinstance(sharding, PmapSharding):
+        return datas
+    shape = tuple(x.shape)
+    rest = shape[1:]
+    return tuple(_core.device_put(_core.take_block(x, (k,) + (0,) * len(rest), (1,) + rest,
+                                                   rest), dev.id)
+                 for k, dev in enumerate(sharding._flat))
+
+
 def put(x, sharding):
-    """One leaf: x (array-like) placed by sharding (a NamedSharding or
-    SingleDeviceSharding)."""
+    """One leaf: x (array-like) placed by sharding (a NamedSharding,
+    PmapSharding or SingleDeviceSharding)."""
     a = x if isinstance(x, _core.Array) else _core.asarray(x)
     if isinstance(sharding, NamedSharding):
         return _put_named(a, sharding)
+    if isinstance(sharding, PmapSharding):
+        return unstacked(a, sharding)
     if isinstance(sharding, SingleDeviceSharding):
         if a._shards is not None:
             a = _core.take_block(a, (0,) * a.ndim, a.shape)
@@ -87,8 +122,8 @@ def array_devices(x):
 def array_device(x):
     info = x._shards
     if info is not None:
-        if info[0].mesh.size == 1:
-            return info[0].mesh._flat[0]
+        if info[0].num_devices == 1:
+            return info[0]._device_assignment[0]
         raise ValueError("Length of devices is greater than 1. Please use `.devices()`.")
     from olympus._src import api
     return api._array_device(x)
@@ -99,9 +134,8 @@ def addressable_shards(x):
     if info is None:
         d = array_device(x)
         return [Shard(d, tuple(slice(None) for _ in x.shape), 0, x)]
-    sharding, datas = info
     return [Shard(dev, idx, rep, data)
-            for (dev, idx, rep), data in zip(sharding._layout(x.shape), datas)]
+            for (dev, idx, rep), data in zip(info[0]._layout(x.shape), _shard_datas(x))]
 
 
 def is_fully_replicated(x):
@@ -194,7 +228,7 @@ def _jit_call(jaxpr, leaves, cache):
         if np.ndim(leaf) == 0:
             continue
         info = leaf._shards if isinstance(leaf, _core.Array) else None
-        if info is None:
+        if info is None or not isinstance(info[0], NamedSharding):
             return NotImplemented
         if sharding is None:
             sharding, shape = info[0], tuple(leaf.shape)
