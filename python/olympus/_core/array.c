@@ -47,7 +47,7 @@ PyObject *ext_dtype_to_numpy(oly_dtype t)
 /* The olympus dtype of a NumPy descriptor; -1 (no exception set) if none. */
 static int dtype_from_descr(const PyArray_Descr *d, oly_dtype *out)
 {
-    int sz = (int)d->elsize;
+    int sz = (int)PyDataType_ELSIZE(d);
     switch (d->kind) {
     case 'b': *out = OLY_BOOL; return sz == 1 ? 0 : -1;
     case 'i':

@@ -130,7 +130,7 @@ static void pyfn_release(void *user)
 /* The olympus dtype of a NumPy dtype, or -1 when it has none. */
 static int dtype_of_descr(PyArray_Descr *d)
 {
-    int sz = (int)d->elsize;
+    int sz = (int)PyDataType_ELSIZE(d);
     switch (d->kind) {
     case 'b': return sz == 1 ? OLY_BOOL : -1;
     case 'i':
@@ -364,7 +364,7 @@ static inline int reusable(PyObject *v)
     if (Py_TYPE(v) != &PyArray_Type || f->base != Py_None || f->weakreflist || f->_buffer_info ||
         (f->flags & ~NPY_ARRAY_F_CONTIGUOUS) != (NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED))
         return 0;
-    npy_intp stride = f->descr->elsize;
+    npy_intp stride = PyDataType_ELSIZE(f->descr);
     for (int d = f->nd - 1; d >= 0; d--) {
         if (f->strides[d] != stride) return 0;
         stride *= f->dimensions[d];

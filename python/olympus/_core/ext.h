@@ -29,6 +29,11 @@
 #endif
 #define PY_ARRAY_UNIQUE_SYMBOL olympus_ext_ARRAY_API
 #include <numpy/arrayobject.h>
+/* A dtype's item size: NumPy 2 hides the field behind PyDataType_ELSIZE,
+ * NumPy 1 has the field only. */
+#if NPY_ABI_VERSION < 0x02000000
+#define PyDataType_ELSIZE(descr) ((descr)->elsize)
+#endif
 
 #include "olympus.h"
 
