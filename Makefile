@@ -129,6 +129,8 @@ ifeq ($(MPI),1)
 	$(MPIRUN) $(BUILD)/test_c mpi_
 	for c in notice timeout mismatch; do \
 	  OLYMPUS_COLLECTIVE_TIMEOUT=1 $(MPIRUN) $(BUILD)/test_c mpifail_$$c || exit 1; done
+	OLYMPUS_NUM_CPU_DEVICES=2 $(MPIRUN) $(BUILD)/test_c mpigroup_
+	OLYMPUS_NUM_CPU_DEVICES=2 OLYMPUS_COLLECTIVE_TIMEOUT=10 $(MPIRUN) $(BUILD)/test_c mpigroupfail_
 endif
 
 test-python: $(EXT) $(FFI_LIBS) $(BUILD)/test_c
@@ -178,6 +180,10 @@ tsan: deps
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/test_c
 	TSAN_OPTIONS=halt_on_error=1 OLYMPUS_NUM_CPU_DEVICES=3 build-tsan/test_c $(MULTI_DEVICE_TESTS)
 	TSAN_OPTIONS=halt_on_error=1 OLYMPUS_NUM_CPU_DEVICES=4 build-tsan/test_c pmap_
+ifeq ($(MPI),1)
+	OLYMPUS_NUM_CPU_DEVICES=2 TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/c/tsan_mpi.supp" \
+	  $(MPIRUN) -x TSAN_OPTIONS build-tsan/test_c mpigroup_
+endif
 
 # libFuzzer over the builder, verifier, transforms and executor: the library and
 # tests/fuzz/fuzz_program.c built with clang, ASan and UBSan, run FUZZ_SECONDS.

@@ -1438,6 +1438,9 @@ def make_rows(args):
     # 9: processes: olympus's MPI transport against raw MPI (bench/mpi_allreduce.c)
     rows.append(Row("psum-1MiB-mpi", "9", "allreduce f32[262144] (1 MiB), 2 processes", None,
                     "raw MPI_Allreduce", None, 1.2, "<=1.2x MPI", native="mpi-allreduce-1MiB"))
+    rows.append(Row("psum-1MiB-pmap-mpi", "9", "pmap psum f32[262144] (1 MiB), 2 processes x 1 device",
+                    None, "raw MPI_Allreduce", None, 1.2, "<=1.2x MPI",
+                    native="mpi-pmap-psum-1MiB"))
     # 3: ffi_call of the same C work, from Python-defined programs
     rows.append(Row("ffi-f32[]-fori", "3", "ffi_call f32[] (fori_loop)", oly_ffi("fori"),
                     "C call via fn pointer", ffi_floor(N_FORI), 3.0, "<=3x fn ptr", rtol=1e-6))

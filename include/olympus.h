@@ -911,7 +911,12 @@ typedef struct oly_mesh {
  * aborted: device 2 failed: ...", and the call reports the first member's
  * own failure (its message and payload). Thread-safe; may be called from a
  * host function (members run on threads of their own, so nothing waits behind
- * the caller's device). */
+ * the caller's device). After oly_distributed_initialize the mesh's devices
+ * are global ids (process p's device j is p * L + j) and may span processes:
+ * every process calls this with the same mesh and program, passes and gets
+ * its own members only (inputs[i * n_in ..] for its i-th member in member
+ * order), and the collectives cross processes over MPI; each process must
+ * hold the same number of members. */
 OLY_API oly_status oly_program_run_group(oly_program *p, const oly_mesh *mesh,
                                          oly_array *const *inputs, int n_in,
                                          oly_array **outputs, int n_out);

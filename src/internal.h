@@ -601,11 +601,23 @@ void oly__cpu_scalar_loop_store(const oly_scalar_loop *L, void *const *carries);
 /* Checks and copies mesh into a new group; fails (INVALID) saying what is wrong. */
 oly_status oly__group_new(const oly_mesh *mesh, oly_group **out);
 void oly__group_free(oly_group *g); /* accepts NULL */
-int oly__group_size(const oly_group *g);
+int oly__group_size(const oly_group *g); /* every process's members */
+/* The member's local device (member must be this process's). */
 int oly__group_device(const oly_group *g, int member);
 /* member's coordinates on the mesh (coords: OLY_MAX_RANK entries) and the
  * axis names (borrowed from g); returns the number of axes. */
 int oly__group_coords(const oly_group *g, int member, const char *const **names, int64_t *coords);
+/* This process's members, ascending: how many, and the i-th's member number
+ * (all of them, in order, when the group does not cross processes). */
+int oly__group_local_size(const oly_group *g);
+int oly__group_local_member(const oly_group *g, int i);
+/* The members of a mesh (n devices, global ids) this process runs. */
+int oly__mesh_local_count(const int *devices, int n);
+/* The processes a group spans (1: a local group), a member's process and its
+ * place among that process's members. */
+int oly__group_processes(const oly_group *g);
+int oly__group_process_of(const oly_group *g, int member);
+int oly__group_process_place(const oly_group *g, int member);
 /* Where a member sits among those a collective over some mesh axes groups
  * (the members sharing its coordinates on the other axes): size of that
  * subgroup, the member's index in it (row-major over the named axes, the
@@ -622,6 +634,12 @@ bool oly__group_axes(const oly_group *g, int member, int n_names, const char *co
                      const int *lens, oly_group_axes *out);
 /* The member with index j in member's subgroup along ax. */
 int oly__group_peer(const oly_group *g, int member, const oly_group_axes *ax, int j);
+/* Any member's index in its own subgroup along ax (ax from any member). */
+int oly__group_index(const oly_group *g, const oly_group_axes *ax, int member);
+/* Whether ax's subgroups cross processes: 0 none does, 1 one subgroup is
+ * every member (and the group spans processes), 2 several subgroups, some
+ * across processes. */
+int oly__group_reach(const oly_group *g, const oly_group_axes *ax);
 /* A barrier of every member: publishes `publish` (unless NULL) as member's
  * slot, then waits for the others (blocking hooks). Fails when a member
  * failed or finished without arriving: "<what> aborted: device 2 failed:
@@ -636,16 +654,29 @@ void oly__group_leave(oly_group *g, int member);
 /* OLY_OK, or the group's first failure made this thread's error (payload included). */
 oly_status oly__group_report(oly_group *g);
 
-/* The hook a cross-process transport (MPI: one leader member per process)
- * plugs into. A collective's kernel, after its local phase, has the leader
- * (subgroup index 0) call the matching entry on the locally reduced or
- * gathered buffer, then a barrier lets the other local members read the
- * result; an entry's failure poisons the local group like a member's. None
- * is installed in this build: collectives are local (one process). */
+/* The hook a cross-process transport plugs into (MPI: src/rt/mpigroup.c,
+ * installed when the processes join). Meshes then name global devices
+ * (process p's local device j is p * L + j, L = oly_device_count() in every
+ * process); each process runs its own members, and a collective whose
+ * members span processes has one leader member per process (its lowest
+ * local member) call these between its local phases. Every process makes the
+ * same calls in the same order; each entry but process / processes / fail is
+ * collective over the processes, and its failure poisons the local group like
+ * a member's. */
 typedef struct oly_group_transport {
-    /* in place: buf (n elements of dtype) := the op (0 sum, 1 max, 2 min)
-     * over every process's buf. */
-    oly_status (*allreduce)(const oly_group *g, void *buf, int64_t n, oly_dtype dtype, int op);
+    int (*process)(void);       /* this process's index */
+    int (*processes)(void);     /* how many (1: nothing crosses processes) */
+    /* recv (n elements of dtype) := the op (0 sum, 1 max, 2 min) over every
+     * process's send; send == recv: in place. */
+    oly_status (*allreduce)(const void *send, void *recv, int64_t n, oly_dtype dtype, int op,
+                            const char *what);
+    /* recv (processes * bytes) := every process's send, in process order. */
+    oly_status (*allgather)(const void *send, void *recv, int64_t bytes, const char *what);
+    /* pairs of process indices (each source and each destination once):
+     * src's send lands in dst's recv; a process nobody sends to gets zeros. */
+    oly_status (*ppermute)(const void *send, void *recv, int64_t bytes, const int (*pairs)[2],
+                           int n_pairs, const char *what);
+    void (*fail)(const char *message); /* a local member failed: tell the peers */
 } oly_group_transport;
 void oly__group_set_transport(const oly_group_transport *t);
 const oly_group_transport *oly__group_transport(void); /* NULL: one process */
@@ -720,5 +751,8 @@ oly_status oly__call_transpose_with(oly_call_emit_fn emit, oly_transpose_ctx *ct
  * copies in buf, n bytes) and devices (up to max_members) when not NULL. */
 int oly__pmap_mesh(const oly_params_pmap *p, char *buf, size_t n, const char **names,
                    int *devices, int max_members);
+/* Of pmap's members (members: oly__pmap_mesh's count), how many this process
+ * runs: the leading axis of the row's inputs and outputs; -1 out of memory. */
+int oly__pmap_local(const oly_params_pmap *p, int members);
 
 #endif /* OLYMPUS_INTERNAL_H */

@@ -13,7 +13,15 @@
  * device 2 failed: ...". A member that finishes its program while others
  * wait at a barrier (members that took different branches) stops them the
  * same way. Waits go through the blocking hooks (the GIL is released), so a
- * peer can run a Python host function meanwhile. */
+ * peer can run a Python host function meanwhile.
+ *
+ * Across processes. With a transport installed (the processes joined), a
+ * mesh names global devices and may reach other processes' (process p's
+ * device j is p * L + j). Each process holds the whole mesh but runs only its
+ * own members: its barrier counts those, and every process must hold the same
+ * number of members (so a leader per process exchanges equal blocks). A
+ * member that fails a group spanning processes tells the other processes
+ * through the transport, whose collectives then fail there. */
 #include "internal.h"
 
 #include <pthread.h>
@@ -35,7 +43,33 @@ struct oly_group {
     char failed_msg[2048];
     oly_failure root;           /* the first failure; under mu */
     const void **slot;          /* owned, n: what each member published at the barrier */
+    int n_local;                /* this process's members */
+    int *local;                 /* owned, n_local: their member numbers, ascending */
+    int n_procs, me, per;       /* processes spanned (1: local), this one, devices per process */
+    int base;                   /* global id of this process's device 0 (0: one process) */
+    int *proc, *place;          /* owned, n: each member's process and place among its members */
 };
+
+/* The transport (none until one is installed) and the process layout it
+ * gives: this process's index and the process count (0, 1 without one). */
+static _Atomic(const oly_group_transport *) transport;
+
+static void layout(int *me, int *procs)
+{
+    const oly_group_transport *t = atomic_load(&transport);
+    *me = t ? t->process() : 0;
+    *procs = t ? t->processes() : 1;
+    if (*procs < 1) *procs = 1;
+}
+
+int oly__mesh_local_count(const int *devices, int n)
+{
+    int me, procs, per = oly_device_count(), c = 0;
+    layout(&me, &procs);
+    if (procs == 1) return n;
+    for (int k = 0; k < n; k++) c += devices[k] / per == me;
+    return c;
+}
 
 oly_status oly__group_new(const oly_mesh *mesh, oly_group **out)
 {
@@ -63,11 +97,30 @@ oly_status oly__group_new(const oly_mesh *mesh, oly_group **out)
             return oly__error(OLY_ERR_INVALID, "group run: a mesh has at most %d members",
                               OLY_GROUP_MAX);
     }
+    int me, procs, per = oly_device_count();
+    layout(&me, &procs);
     for (int k = 0; k < n; k++)
-        if (mesh->devices[k] < 0 || mesh->devices[k] >= oly_device_count())
+        if (mesh->devices[k] < 0 || mesh->devices[k] >= per * procs)
             return oly__error(OLY_ERR_INVALID,
                               "group run: member %d's device %d is out of range [0, %d)", k,
-                              mesh->devices[k], oly_device_count());
+                              mesh->devices[k], per * procs);
+    /* members per process: every process the same number, or none crossed */
+    int counts[64], *cnt = procs <= 64 ? counts : oly__calloc((size_t)procs, sizeof *cnt);
+    if (!cnt) return OLY_ERR_NOMEM;
+    memset(cnt, 0, (size_t)procs * sizeof *cnt);
+    for (int k = 0; k < n; k++) cnt[mesh->devices[k] / per]++;
+    bool spans = cnt[me] != n;
+    for (int p = 0; spans && p < procs; p++)
+        if (cnt[p] != cnt[me]) {
+            oly__error(OLY_ERR_INVALID,
+                       "group run: a mesh across processes must give every process the same "
+                       "number of members; process %d has %d, process %d has %d (process p's "
+                       "devices are %d*p .. %d*p+%d)",
+                       me, cnt[me], p, cnt[p], per, per, per - 1);
+            if (cnt != counts) free(cnt);
+            return OLY_ERR_INVALID;
+        }
+    if (cnt != counts) free(cnt);
     oly_group *g = oly__calloc(1, sizeof *g);
     if (!g) return OLY_ERR_NOMEM;
     g->n = (int)n;
@@ -76,7 +129,10 @@ oly_status oly__group_new(const oly_mesh *mesh, oly_group **out)
     g->sizes = oly__calloc((size_t)mesh->n_axes, sizeof *g->sizes);
     g->devices = oly__calloc((size_t)n, sizeof *g->devices);
     g->slot = oly__calloc((size_t)n, sizeof *g->slot);
-    bool ok = g->names && g->sizes && g->devices && g->slot;
+    g->local = oly__calloc((size_t)n, sizeof *g->local);
+    g->proc = oly__calloc((size_t)n, sizeof *g->proc);
+    g->place = oly__calloc((size_t)n, sizeof *g->place);
+    bool ok = g->names && g->sizes && g->devices && g->slot && g->local && g->proc && g->place;
     for (int a = 0; ok && a < mesh->n_axes; a++) {
         ok = (g->names[a] = oly__strdup(mesh->names[a])) != NULL;
         g->sizes[a] = mesh->sizes[a];
@@ -87,6 +143,17 @@ oly_status oly__group_new(const oly_mesh *mesh, oly_group **out)
         return OLY_ERR_NOMEM;
     }
     memcpy(g->devices, mesh->devices, (size_t)n * sizeof *g->devices);
+    g->n_procs = spans ? procs : 1;
+    g->me = spans ? me : 0;
+    g->per = per;
+    g->base = procs > 1 ? me * per : 0; /* global ids once joined, spanning or not */
+    for (int k = 0; k < n; k++) {
+        int p = spans ? g->devices[k] / per : 0, c = 0;
+        for (int j = 0; j < k; j++) c += g->proc[j] == p;
+        g->proc[k] = p;
+        g->place[k] = c;
+        if (p == g->me) g->local[g->n_local++] = k;
+    }
     pthread_mutex_init(&g->mu, NULL);
     pthread_cond_init(&g->cv, NULL);
     *out = g;
@@ -106,11 +173,22 @@ void oly__group_free(oly_group *g)
     free(g->sizes);
     free(g->devices);
     free(g->slot);
+    free(g->local);
+    free(g->proc);
+    free(g->place);
     free(g);
 }
 
 int oly__group_size(const oly_group *g) { return g->n; }
-int oly__group_device(const oly_group *g, int member) { return g->devices[member]; }
+int oly__group_device(const oly_group *g, int member)
+{
+    return g->devices[member] - g->base;
+}
+int oly__group_local_size(const oly_group *g) { return g->n_local; }
+int oly__group_local_member(const oly_group *g, int i) { return g->local[i]; }
+int oly__group_processes(const oly_group *g) { return g->n_procs; }
+int oly__group_process_of(const oly_group *g, int member) { return g->proc[member]; }
+int oly__group_process_place(const oly_group *g, int member) { return g->place[member]; }
 
 int oly__group_coords(const oly_group *g, int member, const char *const **names, int64_t *coords)
 {
@@ -159,6 +237,31 @@ int oly__group_peer(const oly_group *g, int member, const oly_group_axes *ax, in
     return m;
 }
 
+int oly__group_index(const oly_group *g, const oly_group_axes *ax, int member)
+{
+    int index = 0;
+    for (int i = 0; i < ax->n; i++) {
+        int size = g->sizes[ax->axis[i]];
+        index = index * size + (member / ax->stride[i]) % size;
+    }
+    return index;
+}
+
+int oly__group_reach(const oly_group *g, const oly_group_axes *ax)
+{
+    if (g->n_procs == 1) return 0;
+    if (ax->size == g->n) return 1;
+    /* a subgroup is connected by steps along its axes: it stays in one
+     * process when every step does */
+    for (int k = 0; k < g->n; k++)
+        for (int i = 0; i < ax->n; i++) {
+            int size = g->sizes[ax->axis[i]], s = ax->stride[i], c = (k / s) % size;
+            int next = k + (((c + 1) % size) - c) * s;
+            if (g->proc[next] != g->proc[k]) return 2;
+        }
+    return 0;
+}
+
 const void *oly__group_slot(const oly_group *g, int member) { return g->slot[member]; }
 
 /* The error of a member that cannot complete the barrier (mu held). */
@@ -183,7 +286,7 @@ oly_status oly__group_sync(oly_group *g, int member, const void *publish, const 
     }
     if (publish) g->slot[member] = publish;
     uint64_t gen = g->gen;
-    if (++g->arrived == g->n) {
+    if (++g->arrived == g->n_local) {
         g->arrived = 0;
         g->gen++;
         pthread_cond_broadcast(&g->cv);
@@ -227,6 +330,9 @@ void oly__group_fail(oly_group *g, int member, oly_status st)
     }
     pthread_cond_broadcast(&g->cv);
     pthread_mutex_unlock(&g->mu);
+    const oly_group_transport *t = atomic_load(&transport);
+    if (g->n_procs > 1 && t) /* the other processes' members stop too */
+        t->fail(g->failed_msg); /* frozen once failed is set */
     oly__failure_clear(&mine); /* a peer's abort: the root failure is reported */
 }
 
@@ -245,9 +351,6 @@ oly_status oly__group_report(oly_group *g)
     pthread_mutex_unlock(&g->mu);
     return failed ? oly__failure_report(&g->root) : OLY_OK;
 }
-
-/* The cross-process transport (none until one is installed). */
-static _Atomic(const oly_group_transport *) transport;
 
 void oly__group_set_transport(const oly_group_transport *t) { atomic_store(&transport, t); }
 const oly_group_transport *oly__group_transport(void) { return atomic_load(&transport); }

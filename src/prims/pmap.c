@@ -2,7 +2,8 @@
  * per member of a device mesh at the same time (a group run, src/rt/group.c),
  * with the mesh's axis names bound for the collectives inside. Every input
  * and output has a leading member axis of size prod(sizes); member k gets
- * slice k. Params: axis_name (the mesh's names as the collectives' tuple
+ * slice k. Across processes (olympus.distributed) devices are global ids and
+ * that axis holds this process's members only, in member order. Params: axis_name (the mesh's names as the collectives' tuple
  * text), sizes, devices (tuple text, one per member), n_out (hidden).
  * Rules, as JAX's: batch (a vmap outside the pmap) vmaps the body, the batch
  * dim right after the member axis; jvp is the pmap of the body's JVP;
@@ -86,6 +87,17 @@ int oly__pmap_mesh(const oly_params_pmap *p, char *buf, size_t n, const char **n
     return (int)members;
 }
 
+int oly__pmap_local(const oly_params_pmap *p, int members)
+{
+    int *devices = oly__malloc((size_t)members * sizeof *devices);
+    if (!devices) return oly__error(OLY_ERR_NOMEM, "pmap: out of memory"), -1;
+    char buf[1];
+    oly__pmap_mesh(p, buf, 0, NULL, devices, members);
+    int n = oly__mesh_local_count(devices, members);
+    free(devices);
+    return n;
+}
+
 static int pmap_num_outputs(const void *params, int n_in)
 {
     const oly_params_pmap *p = params;
@@ -98,6 +110,8 @@ static oly_status pmap_shape(const oly_shape_ctx *ctx, oly_aval *out)
     const oly_params_pmap *p = ctx->params;
     int m = oly__pmap_mesh(p, NULL, 0, NULL, NULL, 0);
     if (m < 0) return OLY_ERR_INVALID;
+    m = oly__pmap_local(p, m); /* the members this process runs (all of one process) */
+    if (m < 0) return OLY_ERR_NOMEM;
     if (ctx->n_sub != 1 || !ctx->sub || !ctx->sub[0])
         return oly__error(OLY_ERR_INVALID, "pmap: expected 1 nested program, got %d", ctx->n_sub);
     const oly_program *sub = ctx->sub[0];

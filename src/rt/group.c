@@ -19,7 +19,11 @@
  * launch's count of members still running; no lock is held while a member
  * runs. Member threads live as long as the process (as the stream workers);
  * an idle one sleeps on `work`. The launcher waits through the blocking hooks
- * (the GIL is released), so a member can run a Python host function. */
+ * (the GIL is released), so a member can run a Python host function.
+ *
+ * A mesh that spans processes (global device ids, olympus.distributed) is
+ * launched in every process; each runs only its own members, and the buffers
+ * hold those members alone, in member order. */
 #include "rt/rt.h"
 
 #include <pthread.h>
@@ -150,11 +154,11 @@ static oly_status launch_group(const oly_run *parent, const oly_exe *exe, oly_gr
                                const void *const *in, oly_array *const *in_arrays,
                                void *const *out)
 {
-    int n = oly__group_size(g), n_in = exe->prog->n_in, n_out = exe->prog->n_out;
+    int n = oly__group_local_size(g), n_in = exe->prog->n_in, n_out = exe->prog->n_out;
     int self = 0, here = parent ? parent->device : oly__stream_running_device();
-    for (int k = 0; k < n; k++)
-        if (oly__group_device(g, k) == here) {
-            self = k;
+    for (int i = 0; i < n; i++)
+        if (oly__group_device(g, oly__group_local_member(g, i)) == here) {
+            self = i;
             break;
         }
     job few[8];                 /* small groups allocate nothing */
@@ -162,9 +166,10 @@ static oly_status launch_group(const oly_run *parent, const oly_exe *exe, oly_gr
                 : oly__calloc((size_t)n - 1, sizeof *jobs);
     if (!jobs) return OLY_ERR_NOMEM;
     launch L = {.running = n - 1};
-    for (int k = 0, i = 0; k < n; k++) {
+    for (int k = 0, i = 0; k < n; k++) { /* k: the k-th local member */
         if (k == self) continue;
-        jobs[i++] = (job){.parent = parent, .exe = exe, .g = g, .member = k,
+        jobs[i++] = (job){.parent = parent, .exe = exe, .g = g,
+                          .member = oly__group_local_member(g, k),
                           .in = in + (size_t)k * n_in,
                           .in_arrays = in_arrays ? in_arrays + (size_t)k * n_in : NULL,
                           .out = out + (size_t)k * n_out, .L = &L};
@@ -194,13 +199,14 @@ static oly_status launch_group(const oly_run *parent, const oly_exe *exe, oly_gr
     if (n > 1 && wake) pthread_cond_broadcast(&work);
     pthread_mutex_unlock(&mu);
 
-    const job me = {.parent = parent, .exe = exe, .g = g, .member = self,
+    const job me = {.parent = parent, .exe = exe, .g = g,
+                    .member = n ? oly__group_local_member(g, self) : 0,
                     .in = in + (size_t)self * n_in,
                     .in_arrays = in_arrays ? in_arrays + (size_t)self * n_in : NULL,
                     .out = out + (size_t)self * n_out, .L = &L};
     if (no_thread) {
         oly__error(OLY_ERR_INTERNAL, "cannot start a thread for a member of a group run");
-        oly__group_fail(g, self, OLY_ERR_INTERNAL);
+        oly__group_fail(g, me.member, OLY_ERR_INTERNAL);
     } else {
         uint64_t t0 = solo ? now_ns() : 0;
         run_member(&me);
@@ -261,7 +267,7 @@ oly_status oly_program_run_group(oly_program *p, const oly_mesh *mesh, oly_array
         return oly__error(OLY_ERR_INVALID, "oly_program_run_group: inputs is NULL");
     oly_group *g;
     OLY_TRY(oly__group_new(mesh, &g));
-    int n = oly__group_size(g);
+    int n = oly__group_local_size(g); /* this process's members */
     size_t ni = (size_t)n * (size_t)(n_in > 0 ? n_in : 0), no = (size_t)n * (size_t)(n_out > 0 ? n_out : 0);
     oly_array **res = oly__calloc(no + 1, sizeof *res);
     const void **in = oly__calloc(ni + 1, sizeof *in);
@@ -271,7 +277,7 @@ oly_status oly_program_run_group(oly_program *p, const oly_mesh *mesh, oly_array
     oly__stream_install();
     const oly_exe *exe = NULL;
     for (int k = 0; k < n; k++) {
-        st = oly__exec_begin(p, oly__group_device(g, k), inputs + (size_t)k * n_in, n_in,
+        st = oly__exec_begin(p, oly__group_device(g, oly__group_local_member(g, k)), inputs + (size_t)k * n_in, n_in,
                              res + (size_t)k * n_out, n_out, &exe);
         if (st != OLY_OK) {
             oly__error_prefix(st, "oly_program_run_group: member %d", k);
@@ -288,7 +294,7 @@ oly_status oly_program_run_group(oly_program *p, const oly_mesh *mesh, oly_array
     }
     for (size_t i = 0; i < no; i++) out[i] = res[i]->buf->data;
     /* earlier work on the members' devices first (ordered effects) */
-    for (int k = 0; k < n; k++) oly__stream_drain(oly__group_device(g, k));
+    for (int k = 0; k < n; k++) oly__stream_drain(oly__group_device(g, oly__group_local_member(g, k)));
     st = launch_group(NULL, exe, g, in, inputs, out);
 
 done:

@@ -681,7 +681,12 @@ oly_status oly__mpi_barrier(const char *what)
 /* ---------------------------------------------------------------- public names */
 
 bool oly_distributed_available(void) { return oly__mpi_available(); }
-oly_status oly_distributed_initialize(void) { return oly__mpi_init(); }
+oly_status oly_distributed_initialize(void)
+{
+    oly_status st = oly__mpi_init();
+    if (st == OLY_OK) oly__mpi_group_install(); /* group runs now span processes */
+    return st;
+}
 oly_status oly_distributed_shutdown(void) { return oly__mpi_shutdown(); }
 bool oly_distributed_is_initialized(void) { return oly__mpi_active(); }
 int oly_process_index(void) { return oly__mpi_rank(); }

@@ -60,4 +60,8 @@ oly_status oly__mpi_barrier(const char *what);
  * with "process <rank> failed: <message>". Nothing when not active. */
 void oly__mpi_fail(const char *message);
 
+/* Installs this transport as the group runtime's cross-process hook
+ * (src/rt/mpigroup.c); oly_distributed_initialize does, once joined. */
+void oly__mpi_group_install(void);
+
 #endif

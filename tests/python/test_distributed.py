@@ -44,9 +44,20 @@ def mpirun(code, n=2, timeout=60, env=None, per_rank_env=None):
 
 
 def rows(out):
-    """The JSON lines of every process, by process index."""
-    got = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-    return {r["rank"]: r for r in got}
+    """The JSON object of every process, by process index, found anywhere in
+    the output: mpirun may forward two processes' lines without the newline
+    between them."""
+    dec, got, i = json.JSONDecoder(), {}, out.find("{")
+    while i >= 0:
+        try:
+            obj, end = dec.raw_decode(out, i)
+        except ValueError:
+            end = i + 1
+        else:
+            if isinstance(obj, dict) and "rank" in obj:
+                got[obj["rank"]] = obj
+        i = out.find("{", end)
+    return got
 
 
 def test_initialize_without_mpirun_names_mpirun():

@@ -27,10 +27,11 @@ def bind_mesh(body, names, sizes, devices, args):
     traced per member with every mesh axis name bound, run once per member of
     the mesh (names, sizes: row-major; devices: one device id per member).
     args: flat arrays or tracers, each with a leading member axis of
-    prod(sizes). Returns the flat outputs, each with that leading axis. The
-    building block of pmap (and of a shard_map later)."""
+    prod(sizes) (under olympus.distributed, devices are global ids and the
+    axis holds this process's members only). Returns the flat outputs, each
+    with that leading axis. The building block of pmap (and of a shard_map later)."""
     import olympus.numpy as jnp
-    n = int(np.prod(sizes))
+    n = _local_count(devices) if _core.process_count() > 1 else int(np.prod(sizes))
     avals = [_aval(a) for a in args]
     member = [(tuple(s[1:]), d, w) for s, d, w in avals]
     frames = [_par.axis_frame(nm, sz) for nm, sz in zip(names, sizes)]
@@ -47,6 +48,12 @@ def bind_mesh(body, names, sizes, devices, args):
                          ("," if len(devices) == 1 else "") + ")",
               "n_out": prog.n_out}
     return list(_core.bind_subs("pmap", list(args) + caps, params, [prog]))
+
+
+def _local_count(ids):
+    """How many of the global device ids are this process's."""
+    per, me = int(_core.device_count()), int(_core.process_index())
+    return sum(1 for d in ids if d // per == me)
 
 
 _pmap_shardings = {}
@@ -145,16 +152,28 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
             raise ValueError("pmap requires at least one argument with a mapped axis, or "
                              "axis_size")
         devs = list(devices) if devices is not None else olympus.devices()
-        if devices is not None and len(devs) != n:
+        ids = [d.id if hasattr(d, "id") else int(d) for d in devs]
+        n_local = _local_count(ids) if olympus.process_count() > 1 else len(ids)
+        if n_local != len(ids):  # devices of other processes: this process's slice
+            if n != n_local:
+                raise ValueError(f"Leading axis size of input to pmapped function must equal "
+                                 f"the number of local devices passed to pmap. Got "
+                                 f"axis_size={n}, num_local_devices={n_local}.")
+            if len(set(ids)) != len(ids):
+                raise ValueError(f"pmap got duplicate devices: {ids}")
+            n_global = len(ids)
+        elif devices is not None and len(devs) != n:
             raise ValueError(f"Leading axis size of input to pmapped function must equal the "
                              f"number of local devices passed to pmap. Got axis_size={n}, "
                              f"num_local_devices={len(devs)}.")
-        if n > len(devs):
+        if n_local == len(ids) and n > len(devs):
             raise ValueError(f"compiling computation that requires {n} logical devices, but "
                              f"only {len(devs)} CPU devices are available (num_replicas={n})")
-        ids = [d.id if hasattr(d, "id") else int(d) for d in devs[:n]]
-        if len(set(ids)) != len(ids):
-            raise ValueError(f"pmap got duplicate devices: {ids}")
+        if n_local == len(ids):
+            ids = ids[:n]
+            if len(set(ids)) != len(ids):
+                raise ValueError(f"pmap got duplicate devices: {ids}")
+            n_global = n
         stacked = []
         for v, ax in zip(leaves, leaf_axes):
             if ax is None:
@@ -183,13 +202,15 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
             ol, ot = tree_flatten(out)
             out_tree.append(ot)
             return ol
-        outs = bind_mesh(body, [name], [n], ids, stacked)
+        outs = bind_mesh(body, [name], [n_global], ids, stacked)
         res = []
         for o, ax in zip(outs, _flat_out_axes(out_axes, len(outs))):
             if ax is None:
                 res.append(o[0])  # the value does not vary (JAX requires it): member 0's
             elif ax != 0:
                 res.append(jnp.moveaxis(o, 0, ax))
+            elif n_local != len(ids):  # across processes: this process's part, stacked
+                res.append(o)
             else:
                 res.append(_sharded_result(o, ids))
         return tree_unflatten(out_tree[-1], res)
@@ -210,9 +231,12 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
         leaves, tree = tree_flatten(cached[0](*args))
         axes = _flat_out_axes(out_axes, len(leaves))
         devs = list(devices) if devices is not None else olympus.devices()
+        ids = [d.id if hasattr(d, "id") else int(d) for d in devs]
+        if olympus.process_count() > 1 and _local_count(ids) != len(ids):
+            return tree_unflatten(tree, leaves)  # across processes: stacked local parts
         return tree_unflatten(tree, [
-            _sharded_result(o, [d.id if hasattr(d, "id") else int(d) for d in devs[:o.shape[0]]])
-            if ax == 0 else o for o, ax in zip(leaves, axes)])
+            _sharded_result(o, ids[:o.shape[0]]) if ax == 0 else o
+            for o, ax in zip(leaves, axes)])
 
     dispatch.__wrapped__ = fun
     dispatch.__name__ = getattr(fun, "__name__", "pmap_fun")
