@@ -377,9 +377,10 @@ run_once(run_state *rs, const oly_exe *exe, const void *const *in, oly_array *co
                 const oly_eqn *e = exe->step[i].eqn;
                 if ((unsigned)st >= OLY_STATUS_COUNT) st = OLY_ERR_CALLBACK;
                 /* Host function failures keep their message (and payload)
-                 * intact; nested programs have named their failing primitive
+                 * intact, borrowed arguments or not (as on registers);
+                 * nested programs have named their failing primitive
                  * already. */
-                if (st != OLY_ERR_CALLBACK && !exe->step[i].wants_arrays && e->n_sub == 0)
+                if (st != OLY_ERR_CALLBACK && !exe->rw->kern[i]->wants_arrays && e->n_sub == 0)
                     oly__error_prefix(st, "%s", e->prim->name);
                 break;
             }

@@ -432,6 +432,38 @@ TEST(callback_register_program_calls_borrowing_host)
     oly_program_release(p);
 }
 
+/* fails with OLY_ERR_INVALID and a message of its own */
+static oly_status invalid_host(void *user, oly_callback_frame *f)
+{
+    host_state *s = user;
+    s->calls++;
+    return oly_host_fail(OLY_ERR_INVALID, "x must be positive, got call %d", s->calls);
+}
+
+/* A host function's message is its own whatever its status, whether it
+ * borrows its arguments or not, on registers or through the kernel. */
+TEST(callback_failure_message_is_the_host_functions_own)
+{
+    for (int borrow = 0; borrow < 2; borrow++) {
+        for (int64_t n = 1; n <= 5; n += 4) {
+            host_state s = {0};
+            oly_host_fn *h = host("invalid", invalid_host, &s);
+            if (borrow) oly_host_fn_borrow_args(h);
+            oly_program *p = n == 1 ? cb_plus_one(h) : neg_cb_neg(h, n);
+            oly_host_fn_release(h);
+            if (!p) return;
+            oly_array *in = n == 1 ? tu_array(OLY_FLOAT32, 0, NULL, X5)
+                                   : tu_array(OLY_FLOAT32, 1, &n, X5);
+            oly_array *res = NULL;
+            CHECK_ERR(oly_program_run(p, 0, &in, 1, &res, 1), OLY_ERR_INVALID, "positive");
+            CHECK_STREQ(oly_last_error(), "x must be positive, got call 1");
+            oly_error_clear();
+            oly_array_release(in);
+            oly_program_release(p);
+        }
+    }
+}
+
 /* Program inputs reach the host function zero-copy as the caller's arrays;
  * literal arguments arrive as 0-d arrays. */
 TEST(callback_input_and_literal_arguments)
