@@ -43,8 +43,8 @@ typedef struct run_state {
                                    group member (calls_ready) */
     void **call_ptrs;           /* their args and results */
     int64_t *call_coords;       /* OLY_MAX_RANK: the group coordinates they point at */
-    oly_run calls_run;
-    bool calls_ready;
+    oly_run calls_run;          /* the run the frames were made for (device, group, member) */
+    bool calls_ready;           /* calls holds frames (made on the first run) */
     int n_missing;              /* entries of own[0, n_own) that are NULL */
     int device;                 /* the device stamped on the held arrays */
     int ctx_device;             /* the device written into every ctx[i].device */
