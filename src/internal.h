@@ -486,6 +486,12 @@ typedef struct oly_cpu_kernel {
      * argument (its host function borrows them), so the step gets plain
      * buffers and no arrays; NULL: always arrays. */
     bool (*borrows_args)(const void *params);
+    /* The host function this equation only calls, on its inputs into its
+     * outputs, borrowing its arguments (no batch index, no aliases), with the
+     * frame's kind and the statistics' flavour; NULL when it does more (or
+     * its host function may keep an argument). What lets a register program
+     * call it (src/cpu/scalar.c). NULL: never. */
+    oly_host_fn *(*host_call)(const void *params, const char **kind, const char **flavour);
 } oly_cpu_kernel;
 
 /* p's CPU kernel: from src/cpu's table for rows of prims.def, else what
@@ -553,8 +559,38 @@ int oly__cpu_scalar_code(const oly_eqn *e, const oly_aval *in, const oly_aval *o
  * registers a, b, c, o. */
 void oly__cpu_scalar_op(int code, const oly_aval *in, int n_in, const oly_aval *out, int a, int b,
                         int c, int o, oly_sop *op);
-/* Runs ops[0..n) in order on the register file r. Never fails. */
-void oly__cpu_scalar_run(const oly_sop *ops, int n, oly_sreg *r);
+/* A host function call as a register op (code oly__cpu_scalar_call_code(),
+ * a: its index in the frames the run is given): the frame prepared once,
+ * its args and results pointing at registers. */
+typedef struct oly_host_call {
+    oly_callback_frame frame;
+    oly_host_fn *fn;            /* borrowed from the equation's params */
+    const char *flavour;        /* the statistics' */
+} oly_host_call;
+/* A call in a register program: what a frame is prepared from. */
+typedef struct oly_scall {
+    oly_host_fn *fn;            /* borrowed from the equation's params */
+    const char *kind, *flavour;
+    int n_args, n_results;
+    const uint16_t *arg_reg, *res_reg; /* registers */
+    const oly_aval *arg_avals, *res_avals; /* borrowed: the step's */
+} oly_scall;
+int oly__cpu_scalar_call_code(void);
+/* Makes calls[0..n)'s frames on register file r, each register renamed
+ * through map (NULL: as is), device and group coordinates from env (its
+ * device and n_axes / axis_names / axis_index; borrowed by the frames).
+ * ptrs: room for the sum of the calls' n_args + n_results pointers. */
+void oly__cpu_scalar_frames(const oly_scall *calls, int n, oly_sreg *r, const uint16_t *map,
+                            const oly_callback_frame *env, oly_host_call *out, void **ptrs);
+/* Calls c's host function (timed when statistics are on) and maps its
+ * failure as the callback kernels do (src/cpu/callback.c). */
+oly_status oly__cpu_host_call(const oly_host_call *c);
+/* env's device and group coordinates for a call from ctx's run (coords: room
+ * for OLY_MAX_RANK). */
+void oly__cpu_callback_env(const oly_kernel_ctx *ctx, oly_callback_frame *env, int64_t *coords);
+/* Runs ops[0..n) in order on the register file r, calls through frames
+ * (NULL when the ops make none). Fails only when a host function does. */
+oly_status oly__cpu_scalar_run(const oly_sop *ops, int n, oly_sreg *r, const oly_host_call *frames);
 /* Runs one op made with registers 0, 1, 2 -> 3 on the elements at in[] into
  * out[0]. Never fails. */
 void oly__cpu_scalar_step(const oly_sop *op, const void *const *in, void *const *out);
@@ -573,6 +609,9 @@ typedef struct oly_scalar_prog {
     const uint16_t *out_reg;    /* n_out: the register output k is read from */
     const uint8_t *in_size;     /* n_in: bytes of input i */
     const uint8_t *out_size;    /* n_out: bytes of output k */
+    int n_calls;                /* host function calls among the ops */
+    const oly_scall *calls;     /* n_calls, in op order */
+    int n_call_ptrs;            /* their args and results, summed */
 } oly_scalar_prog;
 
 /* A scan or while loop on registers (src/cpu/scalar.c): body (and cond, for
@@ -584,11 +623,11 @@ typedef struct oly_scalar_prog {
 typedef struct oly_scalar_loop oly_scalar_loop;
 oly_status oly__cpu_scalar_loop_new(const oly_scalar_prog *body, int body_consts,
                                     const oly_scalar_prog *cond, int cond_consts, int nc,
-                                    oly_scalar_loop **out);
+                                    const oly_callback_frame *env, oly_scalar_loop **out);
 void oly__cpu_scalar_loop_free(oly_scalar_loop *L);
 void oly__cpu_scalar_loop_load(oly_scalar_loop *L, const void *const *body_consts,
                                const void *const *cond_consts, const void *const *carries);
-void oly__cpu_scalar_loop_run(oly_scalar_loop *L, int64_t max_iter);
+oly_status oly__cpu_scalar_loop_run(oly_scalar_loop *L, int64_t max_iter);
 void oly__cpu_scalar_loop_store(const oly_scalar_loop *L, void *const *carries);
 
 /* ---------------------------------------------------------------- groups (src/core/group.c) */

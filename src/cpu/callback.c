@@ -185,6 +185,44 @@ static __attribute__((noinline)) oly_status timed_call(oly_host_fn *fn, oly_call
 
 /* ---------------------------------------------------------------- the kernels */
 
+/* A failed call's status: the host function's message and payload are kept;
+ * only an out-of-range status is mapped, and a failure that wrote no
+ * message gets one. Out of line: off the hot path. */
+static __attribute__((noinline)) oly_status call_failed(oly_status st, const char *kind,
+                                                        const oly_host_fn *fn)
+{
+    oly_status out = (unsigned)st < OLY_STATUS_COUNT ? st : OLY_ERR_CALLBACK;
+    if (!*oly_last_error()) /* the outermost run started with no message */
+        return oly__error(out, "%s: host function %s failed with %s (status %d) and no message",
+                          kind, fn->c.name, oly_status_name(st), (int)st);
+    return out;
+}
+
+/* A register program's call (src/cpu/scalar.c): the prepared frame, copied
+ * so a host function that writes its frame (an ffi binding points it at the
+ * attributes) leaves the next call's alone. */
+oly_status oly__cpu_host_call(const oly_host_call *c)
+{
+    oly_callback_frame frame = c->frame;
+    oly_host_fn *fn = c->fn;
+    oly_status st = __builtin_expect(stats_enabled(), 0)
+                        ? timed_call(fn, &frame, c->flavour)
+                        : fn->call(fn->c.user, &frame);
+    return __builtin_expect(st == OLY_OK, 1) ? OLY_OK : call_failed(st, frame.kind, fn);
+}
+
+void oly__cpu_callback_env(const oly_kernel_ctx *ctx, oly_callback_frame *env, int64_t *coords)
+{
+    int member = 0;
+    const char *const *axis_names = NULL;
+    oly_group *g = ctx->exec && ctx->run ? ctx->exec->group(ctx->run, &member) : NULL;
+    int n_axes = g ? oly__group_coords(g, member, &axis_names, coords) : 0;
+    *env = (oly_callback_frame){.device = ctx->device,
+                                .n_axes = n_axes,
+                                .axis_names = axis_names,
+                                .axis_index = n_axes ? coords : NULL};
+}
+
 /* The frame is built from the step's context (args: the argument pointers,
  * ctx->in but for aliases); kind is the primitive's name (a constant per
  * kernel) and the device from the context. */
@@ -223,14 +261,7 @@ static inline oly_status callback_call_args(const oly_kernel_ctx *ctx, const cha
     oly_status st = __builtin_expect(stats_enabled(), 0)
                         ? timed_call(fn, &frame, flavour)
                         : fn->call(fn->c.user, &frame);
-    if (st == OLY_OK) return OLY_OK;
-    /* Keep the host function's message and payload; only an out-of-range
-     * status is mapped, and a failure that wrote no message gets one. */
-    oly_status out = (unsigned)st < OLY_STATUS_COUNT ? st : OLY_ERR_CALLBACK;
-    if (!*oly_last_error()) /* the outermost run started with no message */
-        return oly__error(out, "%s: host function %s failed with %s (status %d) and no message",
-                          kind, fn->c.name, oly_status_name(st), (int)st);
-    return out;
+    return __builtin_expect(st == OLY_OK, 1) ? OLY_OK : call_failed(st, kind, fn);
 }
 
 static inline oly_status callback_call(const oly_kernel_ctx *ctx, const char *kind,
@@ -388,12 +419,34 @@ static bool callback_borrows(const void *params)
     return fn && fn->borrows_args;
 }
 
+/* The host function pure_callback and io_callback only call, when it borrows
+ * its arguments and vmap added no batch index (a register program may call
+ * it then). */
+static oly_host_fn *pure_host_call(const void *params, const char **kind, const char **flavour)
+{
+    const oly_params_callback *pc = params;
+    if (!callback_borrows(params) || pc->n_batch_index) return NULL;
+    *kind = *flavour = "pure_callback";
+    return pc->callback;
+}
+
+static oly_host_fn *io_host_call(const void *params, const char **kind, const char **flavour)
+{
+    const oly_params_callback *pc = params;
+    if (!callback_borrows(params) || pc->n_batch_index) return NULL;
+    *kind = "io_callback";
+    *flavour = pc->ordered ? "io_callback(ordered)" : "io_callback";
+    return pc->callback;
+}
+
 /* wants_arrays: the host function may keep its arguments, so the executor
  * passes them as arrays it never writes again, unless it borrows them. */
 const oly_cpu_kernel oly__cpu_pure_callback = {.fn = pure_kernel, .wants_arrays = true,
-                                               .borrows_args = callback_borrows};
+                                               .borrows_args = callback_borrows,
+                                               .host_call = pure_host_call};
 const oly_cpu_kernel oly__cpu_io_callback = {.fn = io_kernel, .wants_arrays = true,
-                                             .borrows_args = callback_borrows};
+                                             .borrows_args = callback_borrows,
+                                             .host_call = io_host_call};
 const oly_cpu_kernel oly__cpu_debug_callback = {.fn = debug_kernel, .wants_arrays = true};
 const oly_cpu_kernel oly__cpu_outside_call = {.fn = outside_call_kernel, .wants_arrays = true};
 /* No wants_arrays: a buffer_callback's arguments are borrowed for the call

@@ -43,30 +43,41 @@ static void carries_free(carries *c)
  * alternate between two register sets, so nothing is copied per iteration).
  * The values are those prepared_run gives. */
 
+/* Host function calls among the ops (olympus.ffi's, C host functions that
+ * borrow their arguments) get their frames once per loop, with this run's
+ * device and group coordinates (env); a failing call ends the loop with its
+ * status and message, the outputs unwritten. */
+
 /* scan with no xs and no ys, its body a register program. */
 static oly_status scan_registers(const oly_kernel_ctx *ctx, const oly_scalar_prog *sp, int nk,
                                  int nc, int64_t len)
 {
+    oly_callback_frame env;
+    int64_t coords[OLY_MAX_RANK];
+    oly__cpu_callback_env(ctx, &env, coords);
     oly_scalar_loop *L;
-    OLY_TRY(oly__cpu_scalar_loop_new(sp, nk, NULL, 0, nc, &L));
+    OLY_TRY(oly__cpu_scalar_loop_new(sp, nk, NULL, 0, nc, &env, &L));
     oly__cpu_scalar_loop_load(L, ctx->in, NULL, ctx->in + nk);
-    oly__cpu_scalar_loop_run(L, len);
-    oly__cpu_scalar_loop_store(L, ctx->out);
+    oly_status st = oly__cpu_scalar_loop_run(L, len);
+    if (st == OLY_OK) oly__cpu_scalar_loop_store(L, ctx->out);
     oly__cpu_scalar_loop_free(L);
-    return OLY_OK;
+    return st;
 }
 
 /* while with both programs register programs. */
 static oly_status while_registers(const oly_kernel_ctx *ctx, const oly_scalar_prog *cs,
                                   const oly_scalar_prog *bs, int cn, int bn, int nc)
 {
+    oly_callback_frame env;
+    int64_t coords[OLY_MAX_RANK];
+    oly__cpu_callback_env(ctx, &env, coords);
     oly_scalar_loop *L;
-    OLY_TRY(oly__cpu_scalar_loop_new(bs, bn, cs, cn, nc, &L));
+    OLY_TRY(oly__cpu_scalar_loop_new(bs, bn, cs, cn, nc, &env, &L));
     oly__cpu_scalar_loop_load(L, ctx->in + cn, ctx->in, ctx->in + cn + bn);
-    oly__cpu_scalar_loop_run(L, INT64_MAX);
-    oly__cpu_scalar_loop_store(L, ctx->out);
+    oly_status st = oly__cpu_scalar_loop_run(L, INT64_MAX);
+    if (st == OLY_OK) oly__cpu_scalar_loop_store(L, ctx->out);
     oly__cpu_scalar_loop_free(L);
-    return OLY_OK;
+    return st;
 }
 
 /* ---------------------------------------------------------------- executor loops */

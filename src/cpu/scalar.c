@@ -110,6 +110,7 @@ enum {
     CODE_select_i32,            /* select_n(int32 which, a, b): which clamped */
     CODE_convert,               /* convert_element_type through oly__convert */
     CODE_move,                  /* a register copy (register loops' carries) */
+    CODE_call,                  /* a host function call: a indexes the run's frames */
     CODE_COUNT
 };
 _Static_assert(CODE_COUNT < 65536, "codes are uint16_t");
@@ -164,9 +165,12 @@ static __attribute__((noinline)) void convert_op(const oly_sop *op, const oly_sr
     *o = v;
 }
 
+int oly__cpu_scalar_call_code(void) { return CODE_call; }
+
 /* One operation on registers. Inline: the register program's loop and the
- * one-step entry both expand it. */
-static inline __attribute__((always_inline)) void exec_op(const oly_sop *op, oly_sreg *r)
+ * one-step entry both expand it. Only a call fails. */
+static inline __attribute__((always_inline)) oly_status exec_op(const oly_sop *op, oly_sreg *r,
+                                                                const oly_host_call *calls)
 {
     /* each case reads only the registers it needs */
 #define A (&r[op->a])
@@ -192,6 +196,8 @@ static inline __attribute__((always_inline)) void exec_op(const oly_sop *op, oly
     case CODE_move:
         *O = *A;
         break;
+    case CODE_call:
+        return oly__cpu_host_call(&calls[op->a]);
     default:
         break;
     }
@@ -199,21 +205,59 @@ static inline __attribute__((always_inline)) void exec_op(const oly_sop *op, oly
 #undef B
 #undef C
 #undef O
+    return OLY_OK;
 }
 
-static inline __attribute__((always_inline)) void run_ops(const oly_sop *ops, int n, oly_sreg *r)
+static inline __attribute__((always_inline)) oly_status run_ops(const oly_sop *ops, int n,
+                                                                oly_sreg *r,
+                                                                const oly_host_call *calls)
 {
-    for (const oly_sop *op = ops, *end = ops + n; op < end; op++) exec_op(op, r);
+    for (const oly_sop *op = ops, *end = ops + n; op < end; op++) {
+        oly_status st = exec_op(op, r, calls);
+        if (__builtin_expect(st != OLY_OK, 0)) return st;
+    }
+    return OLY_OK;
 }
 
-void oly__cpu_scalar_run(const oly_sop *ops, int n, oly_sreg *r) { run_ops(ops, n, r); }
+oly_status oly__cpu_scalar_run(const oly_sop *ops, int n, oly_sreg *r, const oly_host_call *frames)
+{
+    return run_ops(ops, n, r, frames);
+}
+
+void oly__cpu_scalar_frames(const oly_scall *calls, int n, oly_sreg *r, const uint16_t *map,
+                            const oly_callback_frame *env, oly_host_call *out, void **ptrs)
+{
+    for (int k = 0; k < n; k++) {
+        const oly_scall *c = &calls[k];
+        void **args = ptrs, **res = ptrs + c->n_args;
+        ptrs += c->n_args + c->n_results;
+        for (int i = 0; i < c->n_args; i++) args[i] = &r[map ? map[c->arg_reg[i]] : c->arg_reg[i]];
+        for (int i = 0; i < c->n_results; i++)
+            res[i] = &r[map ? map[c->res_reg[i]] : c->res_reg[i]];
+        out[k] = (oly_host_call){
+            .frame = {.n_args = c->n_args,
+                      .args = (const void *const *)args,
+                      .arg_avals = c->arg_avals,
+                      .n_results = c->n_results,
+                      .results = res,
+                      .result_avals = c->res_avals,
+                      .device = env->device,
+                      .kind = c->kind,
+                      .n_axes = env->n_axes,
+                      .axis_names = env->axis_names,
+                      .axis_index = env->axis_index},
+            .fn = c->fn,
+            .flavour = c->flavour,
+        };
+    }
+}
 
 void oly__cpu_scalar_step(const oly_sop *op, const void *const *in, void *const *out)
 {
     /* registers 0..2 the operands, 3 the result (op's a, b, c, out say so) */
     oly_sreg r[4];
     for (int i = 0; i < 3 && op->size_in[i]; i++) oly__sreg_load(&r[i], in[i], op->size_in[i]);
-    exec_op(op, r);
+    (void)exec_op(op, r, NULL); /* never a call: call steps run their kernel */
     oly__sreg_store(out[0], &r[3], op->size_out);
 }
 
@@ -257,11 +301,20 @@ struct oly_scalar_loop {
     uint16_t *cond_const;       /* the condition's constant input registers */
     const uint8_t *cond_const_size;
     int n_cond_const;
+    /* The host function calls' frames: the body's for parity 0, for parity
+     * 1, then the condition's likewise (a call op's a indexes them). */
+    oly_host_call *calls;
     void *block;                /* owns everything above */
 };
 
-static oly_sop renamed(oly_sop op, const uint16_t *map)
+/* op with its registers renamed through map; a call op's frame index moved
+ * by call_off instead. */
+static oly_sop renamed(oly_sop op, const uint16_t *map, int call_off)
 {
+    if (op.code == CODE_call) {
+        op.a = (uint16_t)(op.a + call_off);
+        return op;
+    }
     op.a = map[op.a];
     op.b = map[op.b];
     op.c = map[op.c];
@@ -271,17 +324,22 @@ static oly_sop renamed(oly_sop op, const uint16_t *map)
 
 oly_status oly__cpu_scalar_loop_new(const oly_scalar_prog *body, int body_consts,
                                     const oly_scalar_prog *cond, int cond_consts, int nc,
-                                    oly_scalar_loop **out)
+                                    const oly_callback_frame *env, oly_scalar_loop **out)
 {
     *out = NULL;
     int nb = body->n_regs, ncr = cond ? cond->n_regs : 0;
+    int nbc = body->n_calls, ncc = cond ? cond->n_calls : 0;
     if (body->n_in != body_consts + nc || body->n_out != nc ||
-        (cond && (cond->n_in != cond_consts + nc || cond->n_out != 1)))
+        (cond && (cond->n_in != cond_consts + nc || cond->n_out != 1)) ||
+        ((nbc || ncc) && !env) || 2 * (nbc + ncc) > 65535)
         return oly__error(OLY_ERR_INTERNAL, "register loop: programs do not match the loop");
     /* which carry outputs need a register and a move of their own */
     unsigned char *written = oly__calloc((size_t)nb + 1, 1);
     if (!written) return OLY_ERR_NOMEM;
-    for (int i = 0; i < body->n_ops; i++) written[body->ops[i].out] = 1;
+    for (int i = 0; i < body->n_ops; i++)
+        if (body->ops[i].code != CODE_call) written[body->ops[i].out] = 1;
+    for (int k = 0; k < nbc; k++)
+        for (int j = 0; j < body->calls[k].n_results; j++) written[body->calls[k].res_reg[j]] = 1;
     int n_moves = 0;
     for (int k = 0; k < nc; k++) {
         bool own = written[body->out_reg[k]] == 1;
@@ -294,7 +352,10 @@ oly_status oly__cpu_scalar_loop_new(const oly_scalar_prog *body, int body_consts
         return oly__error(OLY_ERR_INTERNAL, "register loop: too many registers");
     }
     size_t n_body = (size_t)body->n_ops + (size_t)n_moves, n_cond = cond ? (size_t)cond->n_ops : 0;
+    size_t n_calls = 2 * (size_t)(nbc + ncc);
+    size_t n_ptrs = 2 * (size_t)body->n_call_ptrs + (cond ? 2 * (size_t)cond->n_call_ptrs : 0);
     size_t bytes = sizeof(oly_scalar_loop) + n_regs * sizeof(oly_sreg) +
+                   n_calls * sizeof(oly_host_call) + n_ptrs * sizeof(void *) +
                    2 * (n_body + n_cond) * sizeof(oly_sop) +
                    (2 * (size_t)nc + (size_t)cond_consts + 2 * n_regs) * sizeof(uint16_t) + 16;
     oly_scalar_loop *L = oly__calloc(1, bytes);
@@ -304,7 +365,9 @@ oly_status oly__cpu_scalar_loop_new(const oly_scalar_prog *body, int body_consts
     }
     L->block = L;
     L->r = (oly_sreg *)(void *)(L + 1);
-    L->body[0] = (oly_sop *)(void *)(L->r + n_regs);
+    L->calls = (oly_host_call *)(void *)(L->r + n_regs);
+    void **ptrs = (void **)(void *)(L->calls + n_calls);
+    L->body[0] = (oly_sop *)(void *)(ptrs + n_ptrs);
     L->body[1] = L->body[0] + n_body;
     L->cond[0] = cond ? L->body[1] + n_body : NULL;
     L->cond[1] = cond ? L->cond[0] + n_cond : NULL;
@@ -346,7 +409,13 @@ oly_status oly__cpu_scalar_loop_new(const oly_scalar_prog *body, int body_consts
         map1[L->carry[0][k]] = L->carry[1][k];
         map1[L->carry[1][k]] = L->carry[0][k];
     }
-    for (size_t i = 0; i < n_body; i++) L->body[1][i] = renamed(L->body[0][i], map1);
+    for (size_t i = 0; i < n_body; i++) L->body[1][i] = renamed(L->body[0][i], map1, nbc);
+    if (nbc) {
+        oly__cpu_scalar_frames(body->calls, nbc, L->r, NULL, env, L->calls, ptrs);
+        oly__cpu_scalar_frames(body->calls, nbc, L->r, map1, env, L->calls + nbc,
+                               ptrs + body->n_call_ptrs);
+        ptrs += 2 * body->n_call_ptrs;
+    }
     if (cond) {
         /* the condition's registers after the body's and the moves', its
          * carry inputs renamed to the set each parity reads */
@@ -356,8 +425,13 @@ oly_status oly__cpu_scalar_loop_new(const oly_scalar_prog *body, int body_consts
         for (int i = 0; i < cond_consts; i++) L->cond_const[i] = map0[cond->in_reg[i]];
         for (int p = 0; p < 2; p++) {
             for (int k = 0; k < nc; k++) map0[cond->in_reg[cond_consts + k]] = L->carry[p][k];
-            for (size_t i = 0; i < n_cond; i++) L->cond[p][i] = renamed(cond->ops[i], map0);
+            int off_p = 2 * nbc + p * ncc;
+            for (size_t i = 0; i < n_cond; i++) L->cond[p][i] = renamed(cond->ops[i], map0, off_p);
             L->pred[p] = map0[cond->out_reg[0]];
+            if (ncc) {
+                oly__cpu_scalar_frames(cond->calls, ncc, L->r, map0, env, L->calls + off_p, ptrs);
+                ptrs += cond->n_call_ptrs;
+            }
         }
     }
     *out = L;
@@ -378,30 +452,33 @@ void oly__cpu_scalar_loop_load(oly_scalar_loop *L, const void *const *body_const
     L->parity = 0;
 }
 
-void oly__cpu_scalar_loop_run(oly_scalar_loop *L, int64_t max_iter)
+oly_status oly__cpu_scalar_loop_run(oly_scalar_loop *L, int64_t max_iter)
 {
     oly_sreg *r = L->r;
+    const oly_host_call *calls = L->calls;
+    oly_status st = OLY_OK;
     int p = L->parity, n_body = L->n_body, n_cond = L->n_cond;
     if (!L->cond[0]) { /* a scan: two iterations per trip, no parity test */
         const oly_sop *b0 = L->body[p], *b1 = L->body[p ^ 1];
         int64_t it = 0;
         for (; it + 1 < max_iter; it += 2) {
-            run_ops(b0, n_body, r);
-            run_ops(b1, n_body, r);
+            if ((st = run_ops(b0, n_body, r, calls)) != OLY_OK) break;
+            if ((st = run_ops(b1, n_body, r, calls)) != OLY_OK) break;
         }
-        if (it < max_iter) {
-            run_ops(b0, n_body, r);
+        if (st == OLY_OK && it < max_iter) {
+            st = run_ops(b0, n_body, r, calls);
             p ^= 1;
         }
     } else {
         for (int64_t it = 0; it < max_iter; it++) {
-            run_ops(L->cond[p], n_cond, r);
+            if ((st = run_ops(L->cond[p], n_cond, r, calls)) != OLY_OK) break;
             if (!r[L->pred[p]].b) break;
-            run_ops(L->body[p], n_body, r);
+            if ((st = run_ops(L->body[p], n_body, r, calls)) != OLY_OK) break;
             p ^= 1;
         }
     }
     L->parity = p;
+    return st;
 }
 
 void oly__cpu_scalar_loop_store(const oly_scalar_loop *L, void *const *carries)

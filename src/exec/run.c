@@ -38,6 +38,13 @@ typedef struct run_state {
     unsigned char *scratch;     /* owned (oly__bufpool_alloc); NULL when no scratch */
     oly_sreg *regs;             /* exe->sprog's register file (constants and literals
                                    loaded), or NULL; in the state's allocation */
+    oly_host_call *calls;       /* exe->sprog's calls' frames on regs, or NULL; in the
+                                   state's allocation, made for calls_run's device and
+                                   group member (calls_ready) */
+    void **call_ptrs;           /* their args and results */
+    int64_t *call_coords;       /* OLY_MAX_RANK: the group coordinates they point at */
+    oly_run calls_run;          /* the run the frames were made for (device, group, member) */
+    bool calls_ready;           /* calls holds frames (made on the first run) */
     int n_missing;              /* entries of own[0, n_own) that are NULL */
     int device;                 /* the device stamped on the held arrays */
     int ctx_device;             /* the device written into every ctx[i].device */
@@ -138,7 +145,12 @@ static run_state *state_new(const oly_exe *exe)
     const oly_program *p = exe->prog;
     size_t ns = exe->n_slots, nr = exe->n_refs, no = (size_t)exe->n_own_all;
     size_t nregs = exe->sprog ? (size_t)exe->sprog->n_regs : 0;
-    size_t bytes = sizeof(run_state) + nregs * sizeof(oly_sreg) +
+    size_t ncalls = exe->sprog ? (size_t)exe->sprog->n_calls : 0;
+    size_t call_bytes = ncalls ? ncalls * sizeof(oly_host_call) +
+                                     (size_t)exe->sprog->n_call_ptrs * sizeof(void *) +
+                                     OLY_MAX_RANK * sizeof(int64_t)
+                               : 0;
+    size_t bytes = sizeof(run_state) + nregs * sizeof(oly_sreg) + call_bytes +
                    (size_t)exe->n_step * (sizeof(oly_kernel_ctx) + sizeof(oly_kernel_fn)) +
                    ns * (sizeof(void *) + sizeof(oly_array *)) +
                    nr * (sizeof(void *) + sizeof(oly_array *)) + no * sizeof(oly_array *);
@@ -148,7 +160,12 @@ static run_state *state_new(const oly_exe *exe)
         rs->regs = (oly_sreg *)(void *)(rs + 1);
         memcpy(rs->regs, exe->sprog->init, nregs * sizeof(oly_sreg));
     }
-    rs->ctx = (oly_kernel_ctx *)(void *)((char *)(rs + 1) + nregs * sizeof(oly_sreg));
+    if (ncalls) { /* after the registers: 8-byte aligned too */
+        rs->calls = (oly_host_call *)(void *)((char *)(rs + 1) + nregs * sizeof(oly_sreg));
+        rs->call_ptrs = (void **)(void *)(rs->calls + ncalls);
+        rs->call_coords = (int64_t *)(void *)(rs->call_ptrs + exe->sprog->n_call_ptrs);
+    }
+    rs->ctx = (oly_kernel_ctx *)(void *)((char *)(rs + 1) + nregs * sizeof(oly_sreg) + call_bytes);
     rs->val = (void **)(rs->ctx + exe->n_step);
     rs->arr = (oly_array **)(rs->val + ns);
     rs->ptr = (void **)(rs->arr + ns);
@@ -249,6 +266,26 @@ static oly_status depth_error(void)
                       OLY_EXEC_MAX_DEPTH);
 }
 
+/* The frames of a register program's calls, for rs's run: made again only
+ * when the run's device or group member differs from theirs. */
+static void calls_prepare(run_state *rs, const oly_scalar_prog *sp)
+{
+    const oly_run *run = &rs->run;
+    if (rs->calls_ready && rs->calls_run.device == run->device &&
+        rs->calls_run.group == run->group && rs->calls_run.member == run->member)
+        return;
+    const char *const *names = NULL;
+    int n_axes = run->group ? oly__group_coords(run->group, run->member, &names, rs->call_coords)
+                            : 0;
+    oly_callback_frame env = {.device = run->device,
+                              .n_axes = n_axes,
+                              .axis_names = names,
+                              .axis_index = n_axes ? rs->call_coords : NULL};
+    oly__cpu_scalar_frames(sp->calls, sp->n_calls, rs->regs, NULL, &env, rs->calls, rs->call_ptrs);
+    rs->calls_run = *run;
+    rs->calls_ready = true;
+}
+
 /* One run of exe on the taken state rs (rs->run already set). tdepth: the
  * thread's depth counter for a top-level run, else NULL. */
 static inline __attribute__((always_inline)) oly_status
@@ -264,9 +301,13 @@ run_once(run_state *rs, const oly_exe *exe, const void *const *in, oly_array *co
     const oly_scalar_prog *sp = exe->sprog;
     if (sp) { /* one-element ops only: registers in, ops, registers out */
         oly_sreg *r = rs->regs;
+        if (sp->n_calls) calls_prepare(rs, sp);
         for (int i = 0, n = sp->n_in; i < n; i++)
             oly__sreg_load(&r[sp->in_reg[i]], in[i], sp->in_size[i]);
-        oly__cpu_scalar_run(sp->ops, sp->n_ops, r);
+        if (tdepth) *tdepth = rs->run.depth; /* a host function may run programs */
+        st = oly__cpu_scalar_run(sp->ops, sp->n_ops, r, rs->calls);
+        if (tdepth) *tdepth = rs->run.depth - 1;
+        if (st != OLY_OK) return st;
         for (int k = 0, n = sp->n_out; k < n; k++)
             oly__sreg_store(out[k], &r[sp->out_reg[k]], sp->out_size[k]);
         return OLY_OK;
@@ -336,9 +377,10 @@ run_once(run_state *rs, const oly_exe *exe, const void *const *in, oly_array *co
                 const oly_eqn *e = exe->step[i].eqn;
                 if ((unsigned)st >= OLY_STATUS_COUNT) st = OLY_ERR_CALLBACK;
                 /* Host function failures keep their message (and payload)
-                 * intact; nested programs have named their failing primitive
+                 * intact, borrowed arguments or not (as on registers);
+                 * nested programs have named their failing primitive
                  * already. */
-                if (st != OLY_ERR_CALLBACK && !exe->step[i].wants_arrays && e->n_sub == 0)
+                if (st != OLY_ERR_CALLBACK && !exe->rw->kern[i]->wants_arrays && e->n_sub == 0)
                     oly__error_prefix(st, "%s", e->prim->name);
                 break;
             }

@@ -1,5 +1,7 @@
 /* sprog.c — an executable as a register program (oly_scalar_prog) when it is
- * only one-element steps: loop bodies such as fori_loop's `i + 1; x * a + b`.
+ * only one-element steps: loop bodies such as fori_loop's `i + 1; x * a + b`,
+ * and calls of host functions that borrow their one-element arguments (an
+ * ffi_call per iteration: the call is an op whose frame is prepared once).
  * A loop kernel then runs the ops on a register file per iteration instead of
  * a run of the executable (src/cpu/loop.c), and a run of the executable
  * itself loads its inputs into registers, runs the ops and stores its outputs
@@ -8,15 +10,33 @@
  * loaded once into init. */
 #include "exec/exec.h"
 
+#include <limits.h>
+
 static bool one_element(const oly_aval *a)
 {
     return oly_aval_size(a) == 1 && !oly_dtype_is_complex(a->dtype) &&
            oly_dtype_size(a->dtype) <= 8;
 }
 
+/* The host function step i only calls, on one-element operands into
+ * one-element results (the kernel entry's host_call), or NULL. */
+static oly_host_fn *step_call(const oly_exe *exe, int i, const char **kind, const char **flavour)
+{
+    const oly_step *s = &exe->step[i];
+    const oly_cpu_kernel *k = exe->rw->kern[i];
+    if (s->scalar || s->wants_arrays || !k->host_call || s->eqn->n_sub) return NULL;
+    for (int j = 0; j < s->n_in; j++)
+        if (!one_element(&s->in_aval[j])) return NULL;
+    for (int j = 0; j < s->n_out; j++)
+        if (!one_element(&s->out_aval[j])) return NULL;
+    return k->host_call(s->eqn->params, kind, flavour);
+}
+
 void oly__exec_sprog_free(oly_scalar_prog *sp)
 {
     if (!sp) return;
+    if (sp->n_calls) free((void *)sp->calls[0].arg_reg);
+    free((void *)sp->calls);
     free((void *)sp->ops);
     free((void *)sp->init);
     free((void *)sp->in_reg);
@@ -28,8 +48,16 @@ oly_status oly__exec_sprog_build(oly_exe *exe)
 {
     const oly_program *p = exe->prog;
     if (exe->n_own_all > 0 || exe->n_slots > 65535) return OLY_OK;
-    for (int i = 0; i < exe->n_step; i++)
-        if (!exe->step[i].scalar) return OLY_OK;
+    int n_calls = 0;
+    size_t n_call_ptrs = 0;
+    for (int i = 0; i < exe->n_step; i++) {
+        const char *kind, *flavour;
+        if (exe->step[i].scalar) continue;
+        if (!step_call(exe, i, &kind, &flavour)) return OLY_OK;
+        n_calls++;
+        n_call_ptrs += (size_t)(exe->step[i].n_in + exe->step[i].n_out);
+    }
+    if (n_calls > 32767 || n_call_ptrs > INT_MAX / 4) return OLY_OK;
     for (int i = 0; i < p->n_in; i++)
         if (!one_element(&p->in[i]->aval)) return OLY_OK;
     for (int i = 0; i < p->n_const; i++)
@@ -44,16 +72,36 @@ oly_status oly__exec_sprog_build(oly_exe *exe)
     /* in_reg, out_reg, then in_size, out_size: two blocks */
     uint16_t *regs = oly__calloc((size_t)(n_in + n_out) + 1, sizeof *regs);
     uint8_t *sizes = oly__calloc((size_t)(n_in + n_out) + 1, 1);
-    if (!sp || !ops || !init || !regs || !sizes) {
+    oly_scall *calls = oly__calloc((size_t)n_calls + 1, sizeof *calls);
+    uint16_t *call_regs = oly__calloc(n_call_ptrs + 1, sizeof *call_regs);
+    if (!sp || !ops || !init || !regs || !sizes || !calls || !call_regs) {
         free(sp);
         free(ops);
         free(init);
         free(regs);
         free(sizes);
+        free(calls);
+        free(call_regs);
         return OLY_ERR_NOMEM;
     }
+    int ci = 0;
+    uint16_t *cr = call_regs;
     for (int i = 0; i < exe->n_step; i++) {
         const oly_step *s = &exe->step[i];
+        if (!s->scalar) { /* a call: its operands and results are registers */
+            oly_scall *k = &calls[ci];
+            k->fn = step_call(exe, i, &k->kind, &k->flavour);
+            k->n_args = s->n_in;
+            k->n_results = s->n_out;
+            k->arg_reg = cr;
+            for (int j = 0; j < s->n_in; j++) *cr++ = (uint16_t)s->in_ref[j];
+            k->res_reg = cr;
+            for (int j = 0; j < s->n_out; j++) *cr++ = (uint16_t)s->out_var[j];
+            k->arg_avals = s->in_aval;
+            k->res_avals = s->out_aval;
+            ops[i] = (oly_sop){.code = (uint16_t)oly__cpu_scalar_call_code(), .a = (uint16_t)ci++};
+            continue;
+        }
         ops[i] = s->sop;
         ops[i].a = (uint16_t)(s->n_in > 0 ? s->in_ref[0] : 0);
         ops[i].b = (uint16_t)(s->n_in > 1 ? s->in_ref[1] : 0);
@@ -80,7 +128,9 @@ oly_status oly__exec_sprog_build(oly_exe *exe)
     }
     *sp = (oly_scalar_prog){.n_ops = exe->n_step, .ops = ops, .n_regs = (int)exe->n_slots,
                             .init = init, .n_in = n_in, .n_out = n_out, .in_reg = regs,
-                            .out_reg = regs + n_in, .in_size = sizes, .out_size = sizes + n_in};
+                            .out_reg = regs + n_in, .in_size = sizes, .out_size = sizes + n_in,
+                            .n_calls = n_calls, .calls = calls, .n_call_ptrs = (int)n_call_ptrs};
+    if (!n_calls) free(call_regs); /* the first call's arg_reg owns the block */
     exe->sprog = sp;
     return OLY_OK;
 }

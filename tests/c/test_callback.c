@@ -336,6 +336,134 @@ TEST(callback_borrowing_host_gets_no_arrays)
     }
 }
 
+/* pure_callback(x) + 1 on x: f32[]: one-element ops only. */
+static oly_program *cb_plus_one(oly_host_fn *h)
+{
+    oly_builder *b;
+    CHECK_OK(oly_builder_new(&b));
+    oly_aval a = tu_aval(OLY_FLOAT32, 0, NULL);
+    oly_var *x = NULL, *y = NULL, *z = NULL;
+    CHECK_OK(oly_builder_add_input(b, &a, &x));
+    oly_atom xa = oly_atom_var(x);
+    CHECK_OK(bind_cb(b, &oly__prim_pure_callback, h, &xa, 1, false, &y));
+    if (!y) {
+        oly_builder_free(b);
+        return NULL;
+    }
+    oly_atom args[2] = {oly_atom_var(y), oly_atom_lit((oly_scalar){.dtype = OLY_FLOAT32, .v.f = 1})};
+    CHECK_OK(oly_builder_append(b, &oly__prim_add, args, 2, NULL, NULL, 0, &z, 1, NULL));
+    oly_atom out = oly_atom_var(z);
+    return z ? done_build(b, &out, 1) : (oly_builder_free(b), NULL);
+}
+
+/* One-element operands: a borrowing host function's call is an op of the
+ * program's register program (its frame prepared once per run state), with
+ * the same results, failures (message and payload) and statistics. */
+TEST(callback_register_program_calls_borrowing_host)
+{
+    for (int borrow = 0; borrow < 2; borrow++) {
+        host_state s = {0};
+        oly_host_fn *h = host("double", borrowing_host, &s);
+        if (borrow) oly_host_fn_borrow_args(h);
+        oly_program *p = cb_plus_one(h);
+        if (!p) {
+            oly_host_fn_release(h);
+            return;
+        }
+        const oly_exe *exe;
+        CHECK_OK(oly__exec_get(p, &exe));
+        CHECK_EQ(exe->sprog != NULL, borrow);
+        if (exe->sprog) CHECK_EQ(exe->sprog->n_calls, 1);
+        oly_array *in = tu_array(OLY_FLOAT32, 0, NULL, X5 + 3), *res = NULL;
+        double want = 2 * X5[3] + 1;
+        oly_callback_stats_enable(true);
+        for (int rep = 0; rep < 3; rep++) {
+            CHECK_OK(oly_program_run(p, 0, &in, 1, &res, 1));
+            CHECK(res && tu_allclose(res, &want, 1, 0, 0));
+            oly_array_release(res);
+        }
+        oly_callback_stats_enable(false);
+        oly_callback_stat *st = NULL;
+        int n_st = 0;
+        CHECK_OK(oly_callback_stats_snapshot(true, &st, &n_st));
+        int seen = 0;
+        for (int i = 0; i < n_st; i++)
+            if (st[i].fn == h) {
+                seen++;
+                CHECK_EQ(st[i].calls, 3);
+                CHECK_STREQ(st[i].flavour, "pure_callback");
+                CHECK_EQ(st[i].bytes_in, 12);
+                CHECK_EQ(st[i].bytes_out, 12);
+            }
+        CHECK_EQ(seen, 1);
+        oly_callback_stats_free(st, n_st);
+        CHECK_EQ(s.calls, 3);
+        CHECK_EQ(s.keep, !borrow);
+        oly_array_release(in);
+        oly_program_release(p);
+        oly_host_fn_release(h);
+    }
+
+    host_state s = {0};
+    oly_host_fn *bad = host("bad", failing_host, &s);
+    oly_host_fn_borrow_args(bad);
+    oly_program *p = cb_plus_one(bad);
+    oly_host_fn_release(bad);
+    if (!p) return;
+    const oly_exe *exe;
+    CHECK_OK(oly__exec_get(p, &exe));
+    CHECK(exe->sprog && exe->sprog->n_calls == 1);
+    oly_array *in = tu_array(OLY_FLOAT32, 0, NULL, X5), *res = (oly_array *)&res;
+    payload_frees = 0;
+    for (int rep = 1; rep <= 2; rep++) {
+        CHECK_ERR(oly_program_run(p, 0, &in, 1, &res, 1), OLY_ERR_CALLBACK, "boom");
+        char want[64];
+        snprintf(want, sizeof want, "ValueError: boom at call %d", rep);
+        CHECK_STREQ(oly_last_error(), want);
+        void (*fn)(void *) = NULL;
+        int *pl = oly_error_take_payload(&fn);
+        CHECK(pl && *pl == 42 && fn == payload_free);
+        if (fn) fn(pl);
+    }
+    CHECK_EQ(payload_frees, 2);
+    CHECK(res == (oly_array *)&res);
+    oly_error_clear();
+    oly_array_release(in);
+    oly_program_release(p);
+}
+
+/* fails with OLY_ERR_INVALID and a message of its own */
+static oly_status invalid_host(void *user, oly_callback_frame *f)
+{
+    host_state *s = user;
+    s->calls++;
+    return oly_host_fail(OLY_ERR_INVALID, "x must be positive, got call %d", s->calls);
+}
+
+/* A host function's message is its own whatever its status, whether it
+ * borrows its arguments or not, on registers or through the kernel. */
+TEST(callback_failure_message_is_the_host_functions_own)
+{
+    for (int borrow = 0; borrow < 2; borrow++) {
+        for (int64_t n = 1; n <= 5; n += 4) {
+            host_state s = {0};
+            oly_host_fn *h = host("invalid", invalid_host, &s);
+            if (borrow) oly_host_fn_borrow_args(h);
+            oly_program *p = n == 1 ? cb_plus_one(h) : neg_cb_neg(h, n);
+            oly_host_fn_release(h);
+            if (!p) return;
+            oly_array *in = n == 1 ? tu_array(OLY_FLOAT32, 0, NULL, X5)
+                                   : tu_array(OLY_FLOAT32, 1, &n, X5);
+            oly_array *res = NULL;
+            CHECK_ERR(oly_program_run(p, 0, &in, 1, &res, 1), OLY_ERR_INVALID, "positive");
+            CHECK_STREQ(oly_last_error(), "x must be positive, got call 1");
+            oly_error_clear();
+            oly_array_release(in);
+            oly_program_release(p);
+        }
+    }
+}
+
 /* Program inputs reach the host function zero-copy as the caller's arrays;
  * literal arguments arrive as 0-d arrays. */
 TEST(callback_input_and_literal_arguments)

@@ -7,6 +7,7 @@
 #include "testutil.h"
 #include "rulecheck.h"
 #include "trans/trans.h"
+#include "exec/exec.h"
 
 /* ---------------------------------------------------------------- a broadcasting gufunc */
 
@@ -629,14 +630,20 @@ static oly_status log_member(void *user, oly_callback_frame *f)
 }
 
 /* A group run over a 2x3 mesh: each member's host call gets the mesh's axis
- * names and its coordinates (row-major: member k = 3 * x + y). */
-TEST(beyond_group_members_get_their_coordinates)
+ * names and its coordinates (row-major: member k = 3 * x + y); a host
+ * function that borrows its arguments too, its call then an op of the
+ * program's register program (frames made per member's run state). */
+static void group_coordinates(bool borrow)
 {
     grouplog l = {.mu = PTHREAD_MUTEX_INITIALIZER};
     oly_host_fn *fn = NULL;
     CHECK_OK(oly_host_fn_new("log_member", log_member, &l, NULL, &fn));
+    if (borrow) oly_host_fn_borrow_args(fn);
     oly_params_callback pc = {.callback = fn};
     oly_program *p = one_call(&oly__prim_pure_callback, &pc, 1); /* f32[1] -> f32[1] */
+    const oly_exe *exe;
+    CHECK_OK(oly__exec_get(p, &exe));
+    CHECK_EQ(exe->sprog && exe->sprog->n_calls == 1, borrow);
     const char *names[2] = {"x", "y"};
     int sizes[2] = {2, 3}, devices[6] = {0, 0, 0, 0, 0, 0};
     oly_mesh mesh = {.n_axes = 2, .names = names, .sizes = sizes, .devices = devices};
@@ -657,4 +664,10 @@ TEST(beyond_group_members_get_their_coordinates)
     }
     oly_program_release(p);
     oly_host_fn_release(fn);
+}
+
+TEST(beyond_group_members_get_their_coordinates)
+{
+    group_coordinates(false);
+    group_coordinates(true);
 }

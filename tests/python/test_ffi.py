@@ -526,6 +526,91 @@ def test_while_loop_and_scan():
     np.testing.assert_allclose(ys, 2 * X)
 
 
+def _affine_f32(x, y, a, n):
+    """n steps of x = a * x + y in float32, as the kernel computes them."""
+    x, y, a = np.float32(x), np.float32(y), np.float32(a)
+    log = []
+    for _ in range(n):
+        log.append(float(x))
+        x = np.float32(a * x + y)
+    return x, log
+
+
+def test_scalar_calls_in_loops_run_every_iteration_in_order():
+    """One-element calls make the loop body a register program (its calls'
+    frames prepared once per loop): every iteration calls the kernel, in
+    order, with the carry of the iteration before."""
+    f = olympus.jit(lambda x, y: olympus.lax.fori_loop(
+        0, 1000, lambda i, v: axpy(v, y, a=0.5), x))
+    want, log = _affine_f32(3.0, 0.25, 0.5, 1000)
+    assert f(np.float32(3), np.float32(0.25)) == want
+    assert calls() == 1000
+    assert call_log()[:20] == log[:20]
+    # the counter and the call in one body; the carry an f64 under x64 too
+    g = olympus.jit(lambda x: olympus.lax.fori_loop(
+        0, 7, lambda i, v: axpy(v, np.float32(1), a=2.0) + i.astype(np.float32), x))
+    x, want = np.float32(0.5), np.float32(0.5)
+    for i in range(7):
+        want = np.float32(np.float32(2 * want + 1) + i)
+    assert g(x) == want
+
+
+def test_scalar_calls_in_a_while_loop_condition_and_body():
+    """A call in the condition and one in the body, both on registers."""
+    cond = lambda v: axpy(v, np.float32(0), a=1.0) < 100
+    body = lambda v: axpy(v, v, a=1.0)
+    f = olympus.jit(lambda x: olympus.lax.while_loop(cond, body, x))
+    assert f(np.float32(3)) == 192  # 3 6 12 24 48 96 192
+    assert calls() == 7 + 6  # seven conditions, six bodies
+    assert call_log() == [3, 3, 6, 6, 12, 12, 24, 24, 48, 48, 96, 96, 192]
+
+
+def test_a_failing_scalar_call_stops_the_loop_and_the_next_call_works():
+    def f(x, stop):
+        def body(i, v):
+            # the kernel fails on the iteration whose carry reaches `stop`
+            return olympus.lax.cond(v >= stop,
+                                    lambda v: ffi.ffi_call("test_ffi.fail", sds(()))(v, message="too big"),
+                                    lambda v: axpy(v, np.float32(1), a=1.0), v)
+        return olympus.lax.fori_loop(0, 10, body, x)
+    g = olympus.jit(f)
+    with pytest.raises(olympus.CallbackError,
+                       match=r"^ffi_call to target 'test_ffi.fail' failed \(OLY_ERR_CALLBACK\): "
+                             r"too big \(target test_ffi.fail\)$"):
+        g(np.float32(0), np.float32(4))
+    assert g(np.float32(0), np.float32(100)) == 10
+    h = olympus.jit(lambda x: olympus.lax.fori_loop(
+        0, 5, lambda i, v: ffi.ffi_call("test_ffi.fail", sds(()))(v, status=99, message="boom"), x))
+    lib.ffi_test_reset()
+    with pytest.raises(olympus.CallbackError, match=r"failed \(status 99\): boom"):
+        h(np.float32(1))
+    assert calls() == 1  # the loop stopped at its first failure
+    np.testing.assert_allclose(axpy(X, Y), X + Y)
+
+
+def test_chained_scalar_calls_and_their_statistics():
+    """256 chained one-element calls in one jit: a register program calling
+    the kernel per step; statistics count every call, in a loop too."""
+    from olympus.experimental.callback_profile import collect_callback_stats
+
+    def chain(x):
+        for _ in range(256):
+            x = axpy(x, np.float32(1), a=0.5)
+        return x
+    f = olympus.jit(chain)
+    want, _ = _affine_f32(0.25, 1, 0.5, 256)
+    assert f(np.float32(0.25)) == want
+    assert calls() == 256
+    loop = olympus.jit(lambda x: olympus.lax.fori_loop(
+        0, 50, lambda i, v: axpy(v, np.float32(1), a=0.5), x))
+    loop(np.float32(0))
+    with collect_callback_stats() as stats:
+        f(np.float32(0.25))
+        loop(np.float32(0))
+    (r,) = [r for r in stats if r.name.startswith("ffi_call:test_ffi.axpy")]
+    assert (r.calls, r.errors, r.bytes_in, r.bytes_out) == (306, 0, 306 * 8, 306 * 4)
+
+
 def test_cond_runs_only_the_taken_branch():
     def f(p, x, y):
         return olympus.lax.cond(p, lambda: axpy(x, y, a=10.0), lambda: x - y)
