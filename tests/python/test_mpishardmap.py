@@ -39,7 +39,8 @@ out["index"] = process_allgather(sm(lambda b: (lax.axis_index("p") * 10 + lax.ax
                                                + 0 * b[:1, 0]))(x)).tolist()
 # a 2-d layout (rows by process, columns by device) and a replicated NumPy argument
 g2 = np.arange(16, dtype=np.float32).reshape(4, 4)
-x2 = olympus.make_array_from_process_local_data(NamedSharding(mesh, P("p", "d")), g2[2 * me:2 * me + 2])
+x2 = olympus.make_array_from_process_local_data(NamedSharding(mesh, P("p", "d")),
+                                                g2[2 * me:2 * me + 2])
 w = np.array([1.0, 2.0], np.float32)
 z = sm(lambda b, v: lax.psum(b * v, "p"), o=P(None, "d"), i=(P("p", "d"), P()))(x2, w)
 out["x2_shape"] = list(x2.shape)
