@@ -57,6 +57,7 @@ from .sharding import make_mesh  # noqa: E402
 from ._src.sharded import (  # noqa: E402
     make_array_from_callback, make_array_from_single_device_arrays,
 )
+from ._src.multihost import make_array_from_process_local_data  # noqa: E402
 from . import numpy  # noqa: E402
 from . import lax  # noqa: E402
 from . import random  # noqa: E402
@@ -105,5 +106,6 @@ __all__ = [
     "ensure_compile_time_eval", "test_util", "tree", "nn", "scipy", "distributed",
     "process_index", "process_count",
     "make_mesh", "make_array_from_callback", "make_array_from_single_device_arrays",
+    "make_array_from_process_local_data",
 ]
 __all__ += ["shard_map"]

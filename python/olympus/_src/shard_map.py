@@ -13,7 +13,9 @@ import numpy as np
 
 from olympus import _core
 from olympus import tree_util
+from olympus._src import multihost as _mh
 from olympus._src import pmap as _pmap
+from olympus._src import sharded as _sharded
 from olympus._src.ad import _leaf_value
 from olympus.sharding import Mesh, NamedSharding, PartitionSpec, _axes_of, get_mesh
 
@@ -258,17 +260,21 @@ def _check_replicated(f, mesh, o, spec, key):
         first = np.take(arr, 0, axis=j).tobytes()
         for c in range(1, sizes[a]):
             if np.take(arr, c, axis=j).tobytes() != first:
-                raise ValueError(
-                    f"shard_map applied to the function '{_fun_name(f)}' was given out_specs "
-                    f"which require replication which the outputs do not have:\n\n"
-                    f"The mesh given has shape {mesh.axis_sizes} with corresponding axis names "
-                    f"{mesh.axis_names}.\n\nout_specs{tree_util.keystr(key)} is {spec!r} which "
-                    f"implies that the corresponding output value is replicated across mesh "
-                    f"axis '{a}', but it differs between coordinates 0 and {c} of that axis\n\n"
-                    "Check if these output values are meant to be replicated over those mesh "
-                    "axes. If not, consider revising the corresponding out_specs entries. If "
-                    "so, consider disabling the check by passing check_rep=False "
-                    "(check_vma=False for olympus.shard_map).")
+                _replication_error(f, mesh, spec, key, a, c)
+
+
+def _replication_error(f, mesh, spec, key, a, c):
+    raise ValueError(
+        f"shard_map applied to the function '{_fun_name(f)}' was given out_specs "
+        f"which require replication which the outputs do not have:\n\n"
+        f"The mesh given has shape {mesh.axis_sizes} with corresponding axis names "
+        f"{mesh.axis_names}.\n\nout_specs{tree_util.keystr(key)} is {spec!r} which "
+        f"implies that the corresponding output value is replicated across mesh "
+        f"axis '{a}', but it differs between coordinates 0 and {c} of that axis\n\n"
+        "Check if these output values are meant to be replicated over those mesh "
+        "axes. If not, consider revising the corresponding out_specs entries. If "
+        "so, consider disabling the check by passing check_rep=False "
+        "(check_vma=False for olympus.shard_map).")
 
 
 def _result(o, glob, spec, mesh):
@@ -278,7 +284,8 @@ def _result(o, glob, spec, mesh):
     zeros = (0,) * len(ob)
     if glob.committed:
         glob = _core.take_block(glob, (0,) * glob.ndim, tuple(glob.shape))
-    shards = tuple(_core.device_put(_core.take_block(o, (k,) + zeros, (1,) + ob, ob), dev.id)
+    shards = tuple(_core.device_put(_core.take_block(o, (k,) + zeros, (1,) + ob, ob),
+                                    _sharded._local_id(dev))
                    for k, dev in enumerate(mesh._flat))
     return _core.make_sharded(glob, NamedSharding(mesh, spec), shards)
 
@@ -310,10 +317,18 @@ def _shard_map(f, mesh, in_specs, out_specs, check, manual, who):
         _check_specs("out", out_specs, m)
         pairs, in_tree = tree_util.tree_flatten_with_path(args)
         keys = [k for k, _ in pairs]
-        leaves = [_leaf_value(v) for _, v in pairs]
+        across = _mh.spans_processes(m)  # devices of other processes: this process's members
+        leaves = [v if isinstance(v, _mh.GlobalArray) else _leaf_value(v) for _, v in pairs]
         specs = _broadcast_specs("in", in_specs, args, len(leaves))
         _check_args(f, m, leaves, keys, specs)
-        stacked = [_stack(v, s, m) for v, (_, s) in zip(leaves, specs)]
+        if across:
+            if any(_core.is_tracer(v) for v in leaves):
+                raise NotImplementedError(
+                    "shard_map over a mesh spanning processes under a transformation (jit, "
+                    "grad, vmap) is not supported; call it on arrays")
+            stacked = [_mh.local_stack(v, s, m, who) for v, (_, s) in zip(leaves, specs)]
+        else:
+            stacked = [_stack(v, s, m) for v, (_, s) in zip(leaves, specs)]
         got = []
 
         def body(*blocks):
@@ -338,6 +353,17 @@ def _shard_map(f, mesh, in_specs, out_specs, check, manual, who):
         res = []
         for o, (sk, s) in zip(outs, ospecs):
             concrete = isinstance(o, _core.Array)
+            if across:
+                if not concrete:
+                    raise NotImplementedError(
+                        "shard_map over a mesh spanning processes with traced values (jit, "
+                        "grad, vmap, closed-over tracers) is not supported")
+                if check:
+                    bad = _mh.local_unreplicated(m, o, s)
+                    if bad:
+                        _replication_error(f, m, s, sk, *bad)
+                res.append(_mh.local_result(o, s, m))
+                continue
             if check and concrete:
                 _check_replicated(f, m, o, s, sk)
             glob = _unstack(o, s, m)

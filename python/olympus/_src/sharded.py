@@ -28,6 +28,13 @@ class Shard:
                 f"replica_id={self.replica_id}, data={self.data})")
 
 
+def _local_id(dev):
+    """The core's number of dev, a device of this process (the core numbers a
+    process's devices from 0; under olympus.distributed a device's id is
+    global, process p's device j being p * L + j)."""
+    return dev.id - dev.process_index * int(_core.device_count())
+
+
 def _starts(index):
     return tuple(0 if s.start is None else s.start for s in index)
 
@@ -47,7 +54,7 @@ def _put_named(a, sharding, who="device_put args"):
         b = blocks.get(starts)
         if b is None:
             b = blocks[starts] = _core.take_block(a, starts, sshape)
-        shards.append(_core.device_put(b, dev.id))
+        shards.append(_core.device_put(b, _local_id(dev)))
     glob = a
     if a.committed or info is not None:  # the global value is uncommitted (no device of its own)
         glob = _core.take_block(a, (0,) * len(shape), shape)
@@ -82,7 +89,7 @@ def _shard_datas(x):
     shape = tuple(x.shape)
     rest = shape[1:]
     return tuple(_core.device_put(_core.take_block(x, (k,) + (0,) * len(rest), (1,) + rest,
-                                                   rest), dev.id)
+                                                   rest), _local_id(dev))
                  for k, dev in enumerate(sharding._flat))
 
 
@@ -97,7 +104,7 @@ def put(x, sharding):
     if isinstance(sharding, SingleDeviceSharding):
         if a._shards is not None:
             a = _core.take_block(a, (0,) * a.ndim, a.shape)
-        return _core.device_put(a, sharding._device.id)
+        return _core.device_put(a, _local_id(sharding._device))
     raise TypeError(f"device_put: expected a device or a sharding, got {sharding!r}")
 
 
@@ -173,7 +180,7 @@ def make_array_from_callback(shape, sharding, data_callback, dtype=None):
                     f"{sshape} for the global shape {shape}")
             got[starts] = b
             blocks.append((b, starts))
-        shards.append(_core.device_put(b, dev.id))
+        shards.append(_core.device_put(b, _local_id(dev)))
     glob = _core.assemble(shape, blocks)
     return _core.make_sharded(glob, sharding, tuple(shards))
 
@@ -209,7 +216,7 @@ def make_array_from_single_device_arrays(shape, sharding, arrays):
         if tuple(a.shape) != sshape:
             raise ValueError(f"make_array_from_single_device_arrays: the array on {dev} has shape "
                              f"{tuple(a.shape)}, expected the shard shape {sshape}")
-        shards.append(a if a.committed else _core.device_put(a, dev.id))
+        shards.append(a if a.committed else _core.device_put(a, _local_id(dev)))
         if rep == 0:
             blocks.append((a, _starts(idx)))
     glob = _core.assemble(shape, blocks)
@@ -261,7 +268,7 @@ def _jit_call(jaxpr, leaves, cache):
             glob = _core.take_block(v, (), ())
             results.append(_core.make_sharded(
                 glob, scalar_sharding,
-                tuple(_core.device_put(glob, dev.id) for dev in sharding.mesh._flat)))
+                tuple(_core.device_put(glob, _local_id(dev)) for dev in sharding.mesh._flat)))
             continue
         shards, blocks = [], []
         for dev, idx, rep in layout:
@@ -271,7 +278,7 @@ def _jit_call(jaxpr, leaves, cache):
                 blocks.append((v, starts))
                 shards.append(v)
             else:  # a replica: the same buffer committed to this device too (no copy)
-                shards.append(_core.device_put(v, dev.id))
+                shards.append(_core.device_put(v, _local_id(dev)))
         results.append(_core.make_sharded(_core.assemble(shape, blocks), sharding,
                                           tuple(shards)))
     return results

@@ -11,9 +11,10 @@ from olympus.experimental.callback_profile import (
     CallbackStat, CallbackStats, callback_stats, collect_callback_stats, enable_callback_stats,
     reset_callback_stats)
 from olympus.experimental import progress
+from olympus.experimental import multihost_utils
 from olympus.experimental.progress import progress_bar
 from olympus.experimental.context import CallbackContext, callback_context
 
 __all__ = ["io_callback", "buffer_callback", "callback_stats", "collect_callback_stats",
            "enable_callback_stats", "reset_callback_stats", "CallbackStats", "CallbackStat",
-           "progress", "progress_bar", "callback_context", "CallbackContext"]
+           "progress", "progress_bar", "multihost_utils", "callback_context", "CallbackContext"]
