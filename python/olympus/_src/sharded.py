@@ -8,6 +8,7 @@ order; () for a PmapSharding's, made on demand); see docs/design.md, "Sharding".
 import numpy as np
 
 from olympus import _core
+from olympus._src.api import _local_id
 from olympus.sharding import (NamedSharding, PartitionSpec, PmapSharding, SingleDeviceSharding,
                               Sharding)
 
@@ -26,13 +27,6 @@ class Shard:
     def __repr__(self):
         return (f"Shard(device={self.device!r}, index={self.index}, "
                 f"replica_id={self.replica_id}, data={self.data})")
-
-
-def _local_id(dev):
-    """The core's number of dev, a device of this process (the core numbers a
-    process's devices from 0; under olympus.distributed a device's id is
-    global, process p's device j being p * L + j)."""
-    return dev.id - dev.process_index * int(_core.device_count())
 
 
 def _starts(index):
@@ -256,7 +250,7 @@ def _jit_call(jaxpr, leaves, cache):
             continue
         args = [leaf._shards[1][k] if np.ndim(leaf) else leaf for leaf in leaves]
         first[_starts(idx)] = len(runs)
-        runs.append((dev.id, args))
+        runs.append((_local_id(dev), args))
     outs = _core.run_on_devices(prog, runs)
     results = []
     scalar_sharding = None
