@@ -585,8 +585,55 @@ static rows_fn *rows_loop(oly_reduce_op op, oly_dtype t)
 #define BEATS(x, b, is_max) ((is_max) ? (x) > (b) : (x) < (b))
 
 
+/* A reduction of the leading dims of an f32/f64 array into its trailing ones
+ * (x.sum(0) of a matrix: rows into a vector) split by columns: share ith of
+ * nth reduces its own range of columns over every row. Each column's value
+ * is the serial loop's (its rows in order), wherever the share boundaries
+ * fall. False when x is not of that shape (the one-thread path runs). */
+static bool rows_split(const oly_kernel_ctx *ctx, oly_reduce_op op, oly_status *st)
+{
+    const oly_params_reduce *p = ctx->params;
+    const oly_aval *x = &ctx->in_aval[0];
+    rows_fn *rows = rows_loop(op, x->dtype);
+    if (!rows || p->axes.n < 1) return false;
+    int64_t nr = 1, nc = 1;
+    for (int d = 0; d < x->rank; d++) {
+        bool red = false;
+        for (int i = 0; i < p->axes.n; i++)
+            red |= (p->axes.v[i] < 0 ? p->axes.v[i] + x->rank : p->axes.v[i]) == d;
+        if (red != (d < p->axes.n)) return false; /* reduced dims must lead */
+        if (red) nr *= x->dims[d];
+        else nc *= x->dims[d];
+    }
+    if (nr == 0 || nc < 64) return false;
+    /* whole 16-column blocks per share (the vector loops' width) */
+    int64_t blocks = (nc + 15) / 16;
+    int64_t lo = blocks * ctx->ith / ctx->nth * 16, hi = blocks * (ctx->ith + 1) / ctx->nth * 16;
+    if (hi > nc) hi = nc;
+    *st = OLY_OK;
+    if (lo >= hi) return true;
+    size_t es = oly_dtype_size(x->dtype);
+    bool native = acc_is_native(x->dtype);
+    double *acc = native ? (double *)ctx->out[0] + lo : oly__malloc((size_t)(hi - lo) * sizeof *acc);
+    if (!acc) {
+        *st = oly__error(OLY_ERR_NOMEM, "%s: out of memory for %lld accumulators",
+                         oly__reduce_op_names[op], (long long)(hi - lo));
+        return true;
+    }
+    for (int64_t j = 0; j < hi - lo; j++) identity(op, x->dtype, acc + j);
+    rows((const char *)ctx->in[0] + (size_t)lo * es, nc, nr, acc, hi - lo);
+    if (!native) {
+        store(x->dtype, acc, hi - lo, (char *)ctx->out[0] + (size_t)lo * es, (int64_t)es);
+        free(acc);
+    }
+    return true;
+}
+
 static oly_status reduce_kernel(const oly_kernel_ctx *ctx, oly_reduce_op op)
 {
+    oly_status split_st;
+    if (ctx->nth > 1 && oly_aval_size(&ctx->in_aval[0]) > 0 && rows_split(ctx, op, &split_st))
+        return split_st;
     if (ctx->ith != 0) return OLY_OK; /* one pass over the input: one thread */
     const oly_params_reduce *p = ctx->params;
     const oly_aval *x = &ctx->in_aval[0], *o = &ctx->out_aval[0];

@@ -44,6 +44,14 @@ CASES = [
     ("gather", lambda x, y, m, i: x[i], lambda x, y, m, i: x[i], 0),
     ("astype", lambda x, y, m, i: (x * 100).astype(jnp.int32),
      lambda x, y, m, i: (x * 100).astype(np.int32), 0),
+    # leading axes reduced into the trailing ones: shares of columns (600: not whole vectors)
+    ("sum0", lambda x, y, m, i: jnp.sum(m, axis=0), lambda x, y, m, i: m.sum(0), 1e-4),
+    ("max0nan", lambda x, y, m, i: jnp.max(jnp.where(m > 2.5, jnp.nan, m), axis=0),
+     lambda x, y, m, i: np.max(np.where(m > 2.5, np.nan, m), axis=0), 0),
+    ("min01", lambda x, y, m, i: jnp.min(m.reshape(8, 64, 600), axis=(0, 1)),
+     lambda x, y, m, i: m.min(0), 0),
+    ("prod0", lambda x, y, m, i: jnp.prod(1 + m / 1000, axis=0),
+     lambda x, y, m, i: np.prod(1 + m / 1000, axis=0), 1e-4),
 ]
 
 
