@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -23,25 +24,48 @@ needs_mpi = pytest.mark.skipif(
     reason="mpirun is absent or olympus was built without MPI (libopenmpi-dev, openmpi-bin)")
 
 
+# Defined in every process mpirun starts: _report(obj) hands obj (a dict with
+# "rank") to the test through a file per process (mpirun's forwarding of two
+# processes' stdout may interleave long lines).
+_PRELUDE = """
+def _report(obj):
+    import json as _j, os as _o
+    d = _o.environ.get("OLY_TEST_RESULTS")
+    text = _j.dumps(obj) + "\\n"
+    if not d:
+        _o.write(1, text.encode())
+        return
+    with open(_o.path.join(d, _o.environ.get("OMPI_COMM_WORLD_RANK", "0") + ".json"), "a") as f:
+        f.write(text)
+"""
+
+
 def mpirun(code, n=2, timeout=60, env=None, per_rank_env=None):
-    """Runs code in n processes; returns (returncode, stdout, stderr, seconds)."""
+    """Runs code in n processes; returns (returncode, stdout, stderr, seconds).
+    What the processes _report comes after stdout."""
     e = dict(os.environ)
     e.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
               "OMPI_MCA_rmaps_base_oversubscribe": "1",
               "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
     e.update(env or {})
-    if per_rank_env is None:
-        cmd = [MPIRUN, "-n", str(n), "--oversubscribe", sys.executable, "-c", code]
-    else:  # MPMD: one app context per process, each with its own variables
-        cmd = [MPIRUN, "--oversubscribe"]
-        for i, extra in enumerate(per_rank_env):
-            cmd += ([":"] if i else []) + ["-n", "1"]
-            for k, v in extra.items():
-                cmd += ["-x", f"{k}={v}"]
-            cmd += [sys.executable, "-c", code]
-    t0 = time.monotonic()
-    r = subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=timeout)
-    return r.returncode, r.stdout, r.stderr, time.monotonic() - t0
+    code = _PRELUDE + code
+    with tempfile.TemporaryDirectory() as results:
+        e["OLY_TEST_RESULTS"] = results
+        if per_rank_env is None:
+            cmd = [MPIRUN, "-n", str(n), "--oversubscribe", sys.executable, "-c", code]
+        else:  # MPMD: one app context per process, each with its own variables
+            cmd = [MPIRUN, "--oversubscribe"]
+            for i, extra in enumerate(per_rank_env):
+                cmd += ([":"] if i else []) + ["-n", "1"]
+                for k, v in extra.items():
+                    cmd += ["-x", f"{k}={v}"]
+                cmd += [sys.executable, "-c", code]
+        t0 = time.monotonic()
+        r = subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=timeout)
+        took = time.monotonic() - t0
+        reported = "".join(open(os.path.join(results, f)).read()
+                           for f in sorted(os.listdir(results)))
+    return r.returncode, r.stdout + "\n" + reported, r.stderr, took
 
 
 def rows(out):
@@ -122,7 +146,7 @@ try:
 except TypeError as e:
     out["complex_max"] = str(e)
 out["bad"] = bad
-print(json.dumps(out), flush=True)
+_report(out)
 """
 
 
@@ -163,8 +187,8 @@ t = time.monotonic()
 try:
     dist._allreduce_for_test(np.ones(2, np.float32))
 except RuntimeError as e:
-    print(json.dumps({"rank": me, "error": str(e), "type": type(e).__name__,
-                      "seconds": time.monotonic() - t}), flush=True)
+    _report({"rank": me, "error": str(e), "type": type(e).__name__,
+             "seconds": time.monotonic() - t})
 """
 
 
