@@ -390,14 +390,6 @@ def _array_device(x):
     return local_devices()[x._device_id]
 
 
-def _array_devices(x):
-    """Array.devices(): the set of devices holding the array."""
-    info = x._shards
-    if info is not None:
-        return info[0].device_set
-    return {local_devices()[x._device_id]}
-
-
 def _array_from_pickle(value):
     """What a pickled Array becomes again (see Array.__reduce__)."""
     import olympus.numpy as jnp

@@ -93,7 +93,7 @@ def _method(f):
 
 
 _METHODS = {
-    "devices": lambda self: _api._array_devices(self),
+    "devices": lambda self: _sharded.array_devices(self),
     "__getitem__": _getitem,
     "__iter__": _iter,
     "reshape": _reshape,
