@@ -1183,6 +1183,14 @@ def _chain_np(x, y):
     return np.sin(x) ** 2 + np.cos(x) * y
 
 
+X2K = _rng.standard_normal(2000).astype(np.float32)
+Y2K = _rng.standard_normal(2000).astype(np.float32)
+
+
+def _outer_add(x, y):
+    return x[:, None] + y[None, :]
+
+
 X10M = _rng.standard_normal(10 ** 7).astype(np.float32)
 Y10M = _rng.standard_normal(10 ** 7).astype(np.float32)
 A32, B32 = 0.999, 0.001  # chain32: x*a + b sixteen times
@@ -1488,6 +1496,10 @@ def make_rows(args):
                     "C loop (bandwidth floor)", c_affine_floor, 1.5, "<=1.5x floor", rtol=1e-5))
     rows.append(Row("affine-numpy", "5", "(x*2+1)*y-x f32[10M]", affine, "NumPy",
                     numpy_side(_affine, X10M, Y10M), rtol=1e-5))
+    # a broadcast operand read in place (stride 0), never materialised
+    rows.append(Row("broadcast-add", "5", "x[:,None]+y[None,:] f32[2000]x2",
+                    oly_jit_side(lambda jnp: _outer_add, X2K, Y2K), "NumPy",
+                    numpy_side(_outer_add, X2K, Y2K), 1.0, "<=NumPy", rtol=0))
     chain32 = oly_jit_side(_chain32_oly, X1M)
     rows.append(Row("chain32-numpy", "5", "32 chained mul/add f32[1M]", chain32, "NumPy",
                     numpy_side(_chain32, X1M), rtol=1e-5))
