@@ -492,6 +492,11 @@ typedef struct oly_cpu_kernel {
      * its host function may keep an argument). What lets a register program
      * call it (src/cpu/scalar.c). NULL: never. */
     oly_host_fn *(*host_call)(const void *params, const char **kind, const char **flavour);
+    /* The gated tap this equation is (an identity outside_call with every > 0,
+     * olympus.h), which a register program runs as a gate test and moves of
+     * its inputs to its outputs (src/cpu/scalar.c); NULL when it is not one.
+     * NULL: never. */
+    const oly_params_outside_call *(*gated_tap)(const void *params);
 } oly_cpu_kernel;
 
 /* p's CPU kernel: from src/cpu's table for rows of prims.def, else what
@@ -566,6 +571,13 @@ typedef struct oly_host_call {
     oly_callback_frame frame;
     oly_host_fn *fn;            /* borrowed from the equation's params */
     const char *flavour;        /* the statistics' */
+    /* A gated tap (code oly__cpu_scalar_tap_code()): its params, and the
+     * values of its counter (args[0]) known to keep the gate closed,
+     * closed_lo..closed_hi (empty at first), which the run narrows as it
+     * goes: the run's own state, written through the const pointers the ops
+     * get. NULL tap: a host function call. */
+    const oly_params_outside_call *tap;
+    int64_t closed_lo, closed_hi;
 } oly_host_call;
 /* A call in a register program: what a frame is prepared from. */
 typedef struct oly_scall {
@@ -574,8 +586,20 @@ typedef struct oly_scall {
     int n_args, n_results;
     const uint16_t *arg_reg, *res_reg; /* registers */
     const oly_aval *arg_avals, *res_avals; /* borrowed: the step's */
+    const oly_params_outside_call *tap; /* a gated tap (no results), or NULL */
 } oly_scall;
 int oly__cpu_scalar_call_code(void);
+/* A gated tap as a register op (a: its frame's index, as a call's): the gate
+ * tested on the counter register; when open, the tap is sent as the
+ * outside_call kernel sends it (src/cpu/callback.c). The tap's outputs are
+ * moves of its inputs, ops of their own. */
+int oly__cpu_scalar_tap_code(void);
+/* A register copy: a into out (what a tap's outputs are). */
+int oly__cpu_scalar_move_code(void);
+/* The open-or-unknown side of a gated tap op: tests the gate on c's counter,
+ * sends the tap when it is open, else records the closed range around the
+ * counter in c. Fails as the outside_call kernel's send does. */
+oly_status oly__cpu_tap_gate(oly_host_call *c);
 /* Makes calls[0..n)'s frames on register file r, each register renamed
  * through map (NULL: as is), device and group coordinates from env (its
  * device and n_axes / axis_names / axis_index; borrowed by the frames).

@@ -353,18 +353,47 @@ static int64_t first_int(const void *p, oly_dtype t)
     }
 }
 
-/* A gated tap's decision (olympus.h, oly_params_outside_call.every). Under
- * vmap the first element is batch element 0's. */
-static bool gate_open(const oly_params_outside_call *pc, const oly_kernel_ctx *ctx)
+/* A gated tap's decision on counter value v (olympus.h,
+ * oly_params_outside_call.every). */
+static bool gate_open_at(const oly_params_outside_call *pc, int64_t v)
 {
-    if (oly_aval_size(&ctx->in_aval[0]) == 0) return false;
-    int64_t v = first_int(ctx->in[0], ctx->in_aval[0].dtype);
     if (v < pc->start) return false;
     if (pc->stop > pc->start) {
         if (v >= pc->stop) return false;
         if (v == pc->stop - 1) return true;
     }
     return (v - pc->start) % pc->every == 0;
+}
+
+/* The kernel's decision. Under vmap the first element is batch element 0's. */
+static bool gate_open(const oly_params_outside_call *pc, const oly_kernel_ctx *ctx)
+{
+    if (oly_aval_size(&ctx->in_aval[0]) == 0) return false;
+    return gate_open_at(pc, first_int(ctx->in[0], ctx->in_aval[0].dtype));
+}
+
+/* The values around v (a closed gate's counter) that keep the gate closed:
+ * *lo..*hi, v among them. Below start: everything below it; at or past stop:
+ * everything from it; else up to the next multiple of every past start, or
+ * stop - 1 (open) when that comes first. */
+static void gate_closed_range(const oly_params_outside_call *pc, int64_t v, int64_t *lo,
+                              int64_t *hi)
+{
+    if (v < pc->start) {
+        *lo = INT64_MIN;
+        *hi = pc->start - 1;
+        return;
+    }
+    if (pc->stop > pc->start && v >= pc->stop) {
+        *lo = pc->stop;
+        *hi = INT64_MAX;
+        return;
+    }
+    /* v - start is not a multiple of every (the gate is closed) */
+    int64_t base = v - (v - pc->start) % pc->every;
+    *lo = base + 1;
+    if (__builtin_add_overflow(base, pc->every - 1, hi)) *hi = INT64_MAX;
+    if (pc->stop > pc->start && *hi > pc->stop - 2) *hi = pc->stop - 2;
 }
 
 /* Let the host lock go for a moment: a run that holds it (a short Python
@@ -412,6 +441,48 @@ static oly_status outside_call_kernel(const oly_kernel_ctx *ctx)
     return OLY_OK;
 }
 
+/* The gated tap an outside_call equation is: identity with every > 0. */
+static const oly_params_outside_call *outside_gated_tap(const void *params)
+{
+    const oly_params_outside_call *pc = params;
+    return pc && pc->identity && pc->every > 0 && pc->callback ? pc : NULL;
+}
+
+oly_status oly__cpu_tap_gate(oly_host_call *c)
+{
+    const oly_params_outside_call *pc = c->tap;
+    const oly_callback_frame *f = &c->frame;
+    if (oly_aval_size(&f->arg_avals[0]) == 0) { /* never open: the kernel's rule */
+        c->closed_lo = INT64_MIN;
+        c->closed_hi = INT64_MAX;
+        return OLY_OK;
+    }
+    int64_t v = first_int(f->args[0], f->arg_avals[0].dtype);
+    if (!gate_open_at(pc, v)) {
+        gate_closed_range(pc, v, &c->closed_lo, &c->closed_hi);
+        return OLY_OK;
+    }
+    /* The arrays the kernel would send: the registers' values (a zero-size
+     * operand's array has no data), on the run's device. */
+    enum { SMALL = 8 };
+    oly_array *small[SMALL], **arrays = small;
+    int n = f->n_args;
+    if (n > SMALL && !(arrays = oly__calloc((size_t)n, sizeof *arrays))) return OLY_ERR_NOMEM;
+    oly_status st = OLY_OK;
+    int made = 0;
+    for (; made < n; made++) {
+        if ((st = oly_array_from_data(&f->arg_avals[made], f->args[made], &arrays[made])) !=
+            OLY_OK)
+            break;
+        arrays[made]->device = f->device;
+    }
+    if (st == OLY_OK) st = oly_outfeed_send(f->device, pc->callback, pc->transforms, arrays, n);
+    for (int i = 0; i < made; i++) oly_array_release(arrays[i]);
+    if (arrays != small) free(arrays);
+    if (st == OLY_OK) host_yield();
+    return st;
+}
+
 /* A host function that borrows its arguments (olympus.ffi's bindings). */
 static bool callback_borrows(const void *params)
 {
@@ -448,7 +519,8 @@ const oly_cpu_kernel oly__cpu_io_callback = {.fn = io_kernel, .wants_arrays = tr
                                              .borrows_args = callback_borrows,
                                              .host_call = io_host_call};
 const oly_cpu_kernel oly__cpu_debug_callback = {.fn = debug_kernel, .wants_arrays = true};
-const oly_cpu_kernel oly__cpu_outside_call = {.fn = outside_call_kernel, .wants_arrays = true};
+const oly_cpu_kernel oly__cpu_outside_call = {.fn = outside_call_kernel, .wants_arrays = true,
+                                              .gated_tap = outside_gated_tap};
 /* No wants_arrays: a buffer_callback's arguments are borrowed for the call
  * (the extension's Buffers stop working when it returns), so they may live in
  * scratch and an aliased output may take its input's place there. */

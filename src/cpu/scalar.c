@@ -111,6 +111,7 @@ enum {
     CODE_convert,               /* convert_element_type through oly__convert */
     CODE_move,                  /* a register copy (register loops' carries) */
     CODE_call,                  /* a host function call: a indexes the run's frames */
+    CODE_tap,                   /* a gated tap: a indexes the run's frames */
     CODE_COUNT
 };
 _Static_assert(CODE_COUNT < 65536, "codes are uint16_t");
@@ -166,6 +167,25 @@ static __attribute__((noinline)) void convert_op(const oly_sop *op, const oly_sr
 }
 
 int oly__cpu_scalar_call_code(void) { return CODE_call; }
+int oly__cpu_scalar_tap_code(void) { return CODE_tap; }
+int oly__cpu_scalar_move_code(void) { return CODE_move; }
+
+/* A gated tap's counter, args[0]: an int32 or int64 one inline, any other
+ * (and a first test) through oly__cpu_tap_gate, which learns the closed
+ * range. Closed (the common case): two compares. */
+static inline __attribute__((always_inline)) oly_status tap_op(const oly_host_call *c)
+{
+    const oly_sreg *q = c->frame.args[0];
+    int64_t v;
+    switch (c->frame.arg_avals[0].dtype) {
+    case OLY_INT32: v = q->i32; break;
+    case OLY_INT64: v = q->i64; break;
+    default: return oly__cpu_tap_gate((oly_host_call *)c);
+    }
+    if (__builtin_expect(v >= c->closed_lo && v <= c->closed_hi, 1)) return OLY_OK;
+    /* the frames are the run's own (oly__cpu_scalar_frames): writable */
+    return oly__cpu_tap_gate((oly_host_call *)c);
+}
 
 /* One operation on registers. Inline: the register program's loop and the
  * one-step entry both expand it. Only a call fails. */
@@ -198,6 +218,8 @@ static inline __attribute__((always_inline)) oly_status exec_op(const oly_sop *o
         break;
     case CODE_call:
         return oly__cpu_host_call(&calls[op->a]);
+    case CODE_tap:
+        return tap_op(&calls[op->a]);
     default:
         break;
     }
@@ -248,6 +270,9 @@ void oly__cpu_scalar_frames(const oly_scall *calls, int n, oly_sreg *r, const ui
                       .axis_index = env->axis_index},
             .fn = c->fn,
             .flavour = c->flavour,
+            .tap = c->tap,
+            .closed_lo = 1, /* nothing known */
+            .closed_hi = 0,
         };
     }
 }
@@ -311,7 +336,7 @@ struct oly_scalar_loop {
  * by call_off instead. */
 static oly_sop renamed(oly_sop op, const uint16_t *map, int call_off)
 {
-    if (op.code == CODE_call) {
+    if (op.code == CODE_call || op.code == CODE_tap) {
         op.a = (uint16_t)(op.a + call_off);
         return op;
     }
@@ -337,7 +362,8 @@ oly_status oly__cpu_scalar_loop_new(const oly_scalar_prog *body, int body_consts
     unsigned char *written = oly__calloc((size_t)nb + 1, 1);
     if (!written) return OLY_ERR_NOMEM;
     for (int i = 0; i < body->n_ops; i++)
-        if (body->ops[i].code != CODE_call) written[body->ops[i].out] = 1;
+        if (body->ops[i].code != CODE_call && body->ops[i].code != CODE_tap)
+            written[body->ops[i].out] = 1;
     for (int k = 0; k < nbc; k++)
         for (int j = 0; j < body->calls[k].n_results; j++) written[body->calls[k].res_reg[j]] = 1;
     int n_moves = 0;

@@ -278,7 +278,8 @@ static oly_status compile(oly_program *p, oly_exe **out)
         const oly_eqn *e = &eqns[i];
         oly_step *s = &exe->step[i];
         s->eqn = e;
-        s->kernel = produces_nothing(e, kern[i]) ? skip_kernel : kern[i]->fn;
+        s->nothing = produces_nothing(e, kern[i]);
+        s->kernel = s->nothing ? skip_kernel : kern[i]->fn;
         s->wants_arrays = step_wants_arrays(e, kern[i]);
         s->work = step_work(e);
         s->split = kern[i]->splits && s->kernel != skip_kernel && s->work >= OLY_EXEC_SPLIT_MIN;

@@ -51,6 +51,7 @@ typedef struct oly_step {
     bool wants_arrays;          /* the kernel reads ctx->in_array */
     bool split;                 /* the kernel splits and work >= OLY_EXEC_SPLIT_MIN */
     bool scalar;                /* runs as sop (one element everywhere), no kernel call */
+    bool nothing;               /* writes nothing (zero-size outputs): no kernel call */
     oly_sop sop;                /* when scalar: registers 0, 1, 2 -> 3 */
     int64_t work;               /* elements: the outputs', or the largest input's */
     int n_in, n_out;

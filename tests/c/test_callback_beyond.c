@@ -480,6 +480,151 @@ TEST(tapgate_sends_every_k_and_the_last)
     oly_host_fn_release(fn);
 }
 
+typedef struct tap_frames {
+    pthread_mutex_t mu;
+    int calls;
+    int32_t v[16];
+    int n_args[16];
+    int64_t size1[16]; /* elements of argument 1 */
+} tap_frames;
+
+static oly_status tap_frames_host(void *user, oly_callback_frame *f)
+{
+    tap_frames *s = user;
+    pthread_mutex_lock(&s->mu);
+    if (s->calls < 16) {
+        s->v[s->calls] = *(const int32_t *)f->args[0];
+        s->n_args[s->calls] = f->n_args;
+        s->size1[s->calls] = f->n_args > 1 ? oly_aval_size(&f->arg_avals[1]) : -1;
+    }
+    s->calls++;
+    pthread_mutex_unlock(&s->mu);
+    return OLY_OK;
+}
+
+static oly_var *tap_append(oly_builder *b, const oly_prim *p, const oly_atom *in, int n,
+                           const void *params, oly_var **out, int n_out)
+{
+    int got = 0;
+    CHECK_OK(oly_builder_append(b, p, in, n, params, NULL, 0, out, n_out, &got));
+    return got == n_out ? out[0] : NULL;
+}
+
+/* A progress bar's loop body: (i: i32, w: f32) -> (i + 1, w * 0.5 + 1) with a
+ * gated tap of (i, w broadcast to f32[0]) on the way, as the decorator traces
+ * it: one-element steps, a step of zero-size results and the tap. */
+static oly_program *tap_body(oly_host_fn *fn)
+{
+    oly_builder *b = NULL;
+    oly_program *p = NULL;
+    CHECK_OK(oly_builder_new(&b));
+    oly_aval ai = tu_aval(OLY_INT32, 0, NULL), af = tu_aval(OLY_FLOAT32, 0, NULL);
+    oly_var *i, *w, *v[2];
+    CHECK_OK(oly_builder_add_input(b, &ai, &i));
+    CHECK_OK(oly_builder_add_input(b, &af, &w));
+    oly_atom ia = oly_atom_var(i), wa = oly_atom_var(w);
+    oly_atom inc[2] = {ia, oly_atom_lit((oly_scalar){.dtype = OLY_INT32, .v.i = 1})};
+    oly_var *i1 = tap_append(b, &oly__prim_add, inc, 2, NULL, v, 1);
+    oly_params_broadcast_in_dim pb = {.shape = {1, {0}}};
+    oly_var *z = tap_append(b, &oly__prim_broadcast_in_dim, &wa, 1, &pb, v, 1);
+    oly_params_outside_call pc = {.callback = fn, .identity = true, .transforms = "",
+                                  .every = 4, .start = 0, .stop = 10};
+    oly_atom tin[2] = {ia, z ? oly_atom_var(z) : ia};
+    oly_var *t = z ? tap_append(b, &oly__prim_outside_call, tin, 2, &pc, v, 2) : NULL;
+    oly_atom mul[2] = {wa, oly_atom_lit((oly_scalar){.dtype = OLY_FLOAT32, .v.f = 0.5})};
+    oly_var *w1 = tap_append(b, &oly__prim_mul, mul, 2, NULL, v, 1);
+    oly_atom add[2] = {w1 ? oly_atom_var(w1) : wa,
+                       oly_atom_lit((oly_scalar){.dtype = OLY_FLOAT32, .v.f = 1})};
+    oly_var *w2 = tap_append(b, &oly__prim_add, add, 2, NULL, v, 1);
+    if (i1 && t && w1 && w2) {
+        oly_atom out[2] = {oly_atom_var(i1), oly_atom_var(w2)};
+        CHECK_OK(oly_builder_finish(b, out, 2, &p));
+    }
+    oly_builder_free(b);
+    return p;
+}
+
+/* A gated tap among one-element steps keeps the program a register program
+ * (the tap a gate test, its zero-size operand no data), alone and as a scan's
+ * body: the same carries, and the host sees the counters the kernel sends
+ * (every 4 from 0, and 9, the last before stop) with both arguments. */
+TEST(tapgate_register_program_with_a_zero_size_operand)
+{
+    tap_frames s = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    oly_host_fn *fn = NULL;
+    CHECK_OK(oly_host_fn_new("frames", tap_frames_host, &s, NULL, &fn));
+    oly_program *body = tap_body(fn);
+    if (!body) {
+        oly_host_fn_release(fn);
+        return;
+    }
+    const oly_exe *exe;
+    CHECK_OK(oly__exec_get(body, &exe));
+    CHECK(exe->sprog && exe->sprog->n_calls == 1);
+    for (int v = 0; v < 12; v++) {
+        oly_array *in[2] = {tu_scalar(OLY_INT32, v), tu_scalar(OLY_FLOAT32, 3)}, *out[2] = {0};
+        CHECK_OK(oly_program_run(body, 0, in, 2, out, 2));
+        if (out[0] && out[1]) {
+            CHECK_EQ(tu_get(out[0], 0), (double)(v + 1));
+            CHECK_EQ(tu_get(out[1], 0), 2.5);
+        }
+        for (int k = 0; k < 2; k++) {
+            oly_array_release(in[k]);
+            oly_array_release(out[k]);
+        }
+    }
+    CHECK_OK(oly_outfeed_barrier());
+    const int32_t want[] = {0, 4, 8, 9};
+    CHECK_EQ(s.calls, 4);
+    for (int k = 0; k < 4 && k < s.calls; k++) {
+        CHECK_EQ(s.v[k], want[k]);
+        CHECK_EQ(s.n_args[k], 2);
+        CHECK_EQ(s.size1[k], 0);
+    }
+
+    /* the scan of 10 iterations: the register loop's two parities */
+    s.calls = 0;
+    oly_builder *b = NULL;
+    oly_program *p = NULL;
+    CHECK_OK(oly_builder_new(&b));
+    oly_aval ai = tu_aval(OLY_INT32, 0, NULL), af = tu_aval(OLY_FLOAT32, 0, NULL);
+    oly_var *i, *w, *o[2];
+    CHECK_OK(oly_builder_add_input(b, &ai, &i));
+    CHECK_OK(oly_builder_add_input(b, &af, &w));
+    oly_atom in[2] = {oly_atom_var(i), oly_atom_var(w)};
+    oly_params_scan ps = {.length = 10, .num_carry = 2, .n_out = 2};
+    int got = 0;
+    CHECK_OK(oly_builder_append(b, &oly__prim_scan, in, 2, &ps, &body, 1, o, 2, &got));
+    if (got == 2) {
+        oly_atom out[2] = {oly_atom_var(o[0]), oly_atom_var(o[1])};
+        CHECK_OK(oly_builder_finish(b, out, 2, &p));
+    }
+    oly_builder_free(b);
+    float wv = 3;
+    for (int k = 0; k < 10; k++) wv = wv * 0.5f + 1;
+    for (int rep = 0; rep < 2 && p; rep++) {
+        oly_array *x[2] = {tu_scalar(OLY_INT32, 0), tu_scalar(OLY_FLOAT32, 3)}, *y[2] = {0};
+        CHECK_OK(oly_program_run(p, 0, x, 2, y, 2));
+        if (y[0] && y[1]) {
+            CHECK_EQ(tu_get(y[0], 0), 10);
+            CHECK_EQ(tu_get(y[1], 0), (double)wv);
+        }
+        for (int k = 0; k < 2; k++) {
+            oly_array_release(x[k]);
+            oly_array_release(y[k]);
+        }
+    }
+    CHECK_OK(oly_outfeed_barrier());
+    CHECK_EQ(s.calls, 8);
+    for (int k = 0; k < 8 && k < s.calls; k++) {
+        CHECK_EQ(s.v[k], want[k % 4]);
+        CHECK_EQ(s.size1[k], 0);
+    }
+    oly_program_release(p);
+    oly_program_release(body);
+    oly_host_fn_release(fn);
+}
+
 TEST(tapgate_shape_errors)
 {
     gate_seen s = {.mu = PTHREAD_MUTEX_INITIALIZER};
