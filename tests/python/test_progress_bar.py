@@ -184,6 +184,27 @@ def test_decorator_with_start_and_every():
     assert [int(LINE.match(s).group("done")) for s in lines(out)] == [0, 10, 20, 30]
 
 
+@pytest.mark.parametrize("n", [1, 2, 9, 10, 11, 26])
+def test_decorator_scalar_body_on_registers_same_values_and_taps(n):
+    """A scalar body with the bar's gated tap runs on registers (the tap a
+    test of the counter; tests/c/test_callback_beyond.c checks the program):
+    the values of the loop without the bar, bit for bit, odd and even trip
+    counts, and a tap at every 5th counter and the last one."""
+    bar, out = plain(total=n, every=5, desc="reg")
+    f = olympus.jit(lambda x: lax.fori_loop(0, n, bar(body), x))
+    with collect_callback_stats(wait=True) as stats:
+        got = f(f32(1.0))
+    np.testing.assert_array_equal(got, olympus.jit(
+        lambda x: lax.fori_loop(0, n, body, x))(f32(1.0)))
+    want = f32(1.0)
+    for i in range(n):
+        want = want * f32(0.5) + f32(i)
+    np.testing.assert_array_equal(got, want)
+    sent = [i for i in range(n) if i % 5 == 0 or i == n - 1]
+    assert taps(stats) == len(sent)
+    assert [int(LINE.match(s).group("done")) for s in lines(out)][-1] == n
+
+
 def test_decorator_errors():
     with pytest.raises(ValueError, match=r"progress_bar used as a decorator needs total="):
         progress_bar()(body)
