@@ -1100,18 +1100,21 @@ def numpy_standard_normal(n):
     return prepare
 
 
-def c_chain_floor():
-    fl = floor_mod()
-    out = np.empty_like(X1M)
-
+def _floor_side(call, out, note=""):
+    """A bench/floor.c loop as a side: call(out) writes its result into out."""
     def run(n):
         for _ in range(n):
-            fl.chain(X1M, Y1M, out)
+            call(out)
 
     def result():
-        fl.chain(X1M, Y1M, out)
+        call(out)
         return out.copy()
-    return Side(run, result=result)
+    return Side(run, result=result, note=note)
+
+
+def c_chain_floor():
+    fl = floor_mod()
+    return _floor_side(lambda o: fl.chain(X1M, Y1M, o), np.empty_like(X1M))
 
 
 def c_chain_sleef_floor():
@@ -1125,15 +1128,7 @@ def c_chain_sleef_floor():
     fl.chain_sleef(X1M, Y1M, out)
     if np.isnan(out).any():
         raise NotAvailable("floor.c built without AVX2/AVX-512 + SLEEF")
-
-    def run(n):
-        for _ in range(n):
-            fl.chain_sleef(X1M, Y1M, out)
-
-    def result():
-        fl.chain_sleef(X1M, Y1M, out)
-        return out.copy()
-    return Side(run, result=result, note="SLEEF u10, 1 thread")
+    return _floor_side(lambda o: fl.chain_sleef(X1M, Y1M, o), out, note="SLEEF u10, 1 thread")
 
 
 # A subprocess running the 10M chain with its own OLYMPUS_NUM_THREADS (the pool
@@ -1228,30 +1223,12 @@ def _sincos_grad_oly(jnp):
 
 def c_affine_floor():
     fl = floor_mod()
-    out = np.empty_like(X10M)
-
-    def run(n):
-        for _ in range(n):
-            fl.affine(X10M, Y10M, out)
-
-    def result():
-        fl.affine(X10M, Y10M, out)
-        return out.copy()
-    return Side(run, result=result)
+    return _floor_side(lambda o: fl.affine(X10M, Y10M, o), np.empty_like(X10M))
 
 
 def c_chain32_floor():
     fl = floor_mod()
-    out = np.empty_like(X1M)
-
-    def run(n):
-        for _ in range(n):
-            fl.chain32(X1M, out, A32, B32)
-
-    def result():
-        fl.chain32(X1M, out, A32, B32)
-        return out.copy()
-    return Side(run, result=result)
+    return _floor_side(lambda o: fl.chain32(X1M, o, A32, B32), np.empty_like(X1M))
 
 
 def numba_chain32():
