@@ -470,6 +470,31 @@ static bool aliased_input(const oly_params_callback *pc, int k)
     return false;
 }
 
+/* The one call of a single-call vmap rule: the equation on args (eqn->n_in,
+ * already batched) declaring each result (N, *shape) in results (eqn->n_out
+ * scratch entries); every output batched at axis 0. */
+static oly_status emit_batched_call(oly_batch_ctx *ctx, const oly_eqn *eqn, const oly_atom *args,
+                                    oly_aval *results, oly_atom *out, int *out_bdim)
+{
+    int m = eqn->n_out;
+    for (int j = 0; j < m; j++) {
+        oly_aval a = eqn->out[j]->aval;
+        if (a.rank >= OLY_MAX_RANK)
+            return oly__error(OLY_ERR_SHAPE, "%s: result %d: rank %d + a batch axis exceeds %d",
+                              eqn->prim->name, j, a.rank, OLY_MAX_RANK);
+        memmove(a.dims + 1, a.dims, (size_t)a.rank * sizeof a.dims[0]);
+        a.dims[0] = ctx->size;
+        a.rank++;
+        results[j] = a;
+    }
+    oly_params_callback np = *(const oly_params_callback *)eqn->params;
+    np.result_avals = results;
+    np.n_results = m;
+    OLY_TRY(oly__emit(ctx->b, eqn->prim, args, eqn->n_in, &np, NULL, 0, out));
+    for (int j = 0; j < m; j++) out_bdim[j] = 0;
+    return OLY_OK;
+}
+
 /* One call on batched operands (vmap_method expand_dims, broadcast_all,
  * legacy_vectorized); the callback returns the batched results (N, *shape).
  * An aliased input is broadcast to the batch whatever the method, since its
@@ -490,25 +515,7 @@ static oly_status batch_vectorized(oly_batch_ctx *ctx, const oly_eqn *eqn, const
         else if (pc->vmap_method == OLY_VMAP_EXPAND_DIMS)
             st = lead1(ctx->b, in[k], &args[k]);
     }
-    for (int j = 0; j < m && st == OLY_OK; j++) {
-        oly_aval a = eqn->out[j]->aval;
-        if (a.rank >= OLY_MAX_RANK) {
-            st = oly__error(OLY_ERR_SHAPE, "%s: result %d: rank %d + a batch axis exceeds %d",
-                            eqn->prim->name, j, a.rank, OLY_MAX_RANK);
-            break;
-        }
-        memmove(a.dims + 1, a.dims, (size_t)a.rank * sizeof a.dims[0]);
-        a.dims[0] = ctx->size;
-        a.rank++;
-        results[j] = a;
-    }
-    if (st == OLY_OK) {
-        oly_params_callback np = *pc;
-        np.result_avals = results;
-        np.n_results = m;
-        st = oly__emit(ctx->b, eqn->prim, args, n, &np, NULL, 0, out);
-    }
-    for (int j = 0; j < m && st == OLY_OK; j++) out_bdim[j] = 0;
+    if (st == OLY_OK) st = emit_batched_call(ctx, eqn, args, results, out, out_bdim);
     free(args);
     free(results);
     return st;
@@ -566,25 +573,7 @@ static oly_status batch_signature(oly_batch_ctx *ctx, const oly_eqn *eqn, const 
         }
         args[k] = x;
     }
-    for (int j = 0; j < m && st == OLY_OK; j++) {
-        oly_aval a = eqn->out[j]->aval;
-        if (a.rank >= OLY_MAX_RANK) {
-            st = oly__error(OLY_ERR_SHAPE, "%s: result %d: rank %d + a batch axis exceeds %d",
-                            name, j, a.rank, OLY_MAX_RANK);
-            break;
-        }
-        memmove(a.dims + 1, a.dims, (size_t)a.rank * sizeof a.dims[0]);
-        a.dims[0] = ctx->size;
-        a.rank++;
-        results[j] = a;
-    }
-    if (st == OLY_OK) {
-        oly_params_callback np = *pc;
-        np.result_avals = results;
-        np.n_results = m;
-        st = oly__emit(ctx->b, eqn->prim, args, n, &np, NULL, 0, out);
-    }
-    for (int j = 0; j < m && st == OLY_OK; j++) out_bdim[j] = 0;
+    if (st == OLY_OK) st = emit_batched_call(ctx, eqn, args, results, out, out_bdim);
     free(core);
     free(args);
     free(results);
