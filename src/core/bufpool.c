@@ -183,6 +183,18 @@ static int take_idle(cached *out, int n_out, uint64_t now)
     return n_out;
 }
 
+/* Under mu, n_cached > 0: removes the least recently cached block and returns it. */
+static cached take_oldest(void)
+{
+    int old = 0;
+    for (int i = 1; i < n_cached; i++)
+        if (cache[i].tick < cache[old].tick) old = i;
+    cached c = cache[old];
+    cached_bytes -= c.size;
+    cache[old] = cache[--n_cached];
+    return c;
+}
+
 void oly__bufpool_set_idle(long long ns)
 {
     atomic_store(&idle_ns, ns < 0 ? IDLE_NS : ns);
@@ -248,14 +260,8 @@ void oly__bufpool_free(void *p, size_t n)
     uint64_t now = coarse_ns();
     pthread_mutex_lock(&mu);
     int n_evicted = take_idle(evicted, 0, now);
-    while (n_cached > 0 && (n_cached == MAX_CACHED || cached_bytes + size > cap)) {
-        int old = 0;
-        for (int i = 1; i < n_cached; i++)
-            if (cache[i].tick < cache[old].tick) old = i;
-        evicted[n_evicted++] = cache[old];
-        cached_bytes -= cache[old].size;
-        cache[old] = cache[--n_cached];
-    }
+    while (n_cached > 0 && (n_cached == MAX_CACHED || cached_bytes + size > cap))
+        evicted[n_evicted++] = take_oldest();
     cache[n_cached++] = (cached){p, size, ++tick, now};
     cached_bytes += size;
     pthread_mutex_unlock(&mu);
@@ -267,14 +273,7 @@ void oly__bufpool_trim(size_t keep)
     cached evicted[MAX_CACHED];
     int n_evicted = 0;
     pthread_mutex_lock(&mu);
-    while (n_cached > 0 && cached_bytes > keep) {
-        int old = 0;
-        for (int i = 1; i < n_cached; i++)
-            if (cache[i].tick < cache[old].tick) old = i;
-        evicted[n_evicted++] = cache[old];
-        cached_bytes -= cache[old].size;
-        cache[old] = cache[--n_cached];
-    }
+    while (n_cached > 0 && cached_bytes > keep) evicted[n_evicted++] = take_oldest();
     pthread_mutex_unlock(&mu);
     for (int i = 0; i < n_evicted; i++) unmap_block(evicted[i].p, evicted[i].size);
 }
