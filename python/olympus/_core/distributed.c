@@ -13,22 +13,12 @@ static PyObject *py_mpi_available(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a)
 
 static PyObject *py_distributed_initialize(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
 {
-    oly_status s;
-    Py_BEGIN_ALLOW_THREADS
-    s = oly_distributed_initialize();
-    Py_END_ALLOW_THREADS
-    if (s != OLY_OK) return ext_raise(s);
-    Py_RETURN_NONE;
+    return ext_call_nogil(oly_distributed_initialize);
 }
 
 static PyObject *py_distributed_shutdown(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
 {
-    oly_status s;
-    Py_BEGIN_ALLOW_THREADS
-    s = oly_distributed_shutdown();
-    Py_END_ALLOW_THREADS
-    if (s != OLY_OK) return ext_raise(s);
-    Py_RETURN_NONE;
+    return ext_call_nogil(oly_distributed_shutdown);
 }
 
 static PyObject *py_distributed_is_initialized(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))

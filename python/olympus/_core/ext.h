@@ -59,6 +59,9 @@ extern ext_state *ext_st;
  * raise TypeError/ValueError as fits; OLY_ERR_UNSUPPORTED NotImplementedError;
  * OLY_ERR_NOMEM MemoryError. The core message is the Python message. */
 PyObject *ext_raise(oly_status s);
+/* Calls fn with the GIL released (it may wait for other threads or
+ * processes): None, or fn's failure raised. */
+PyObject *ext_call_nogil(oly_status (*fn)(void));
 
 /* ---------------------------------------------------------------- array.c */
 /* Type init: called from PyInit__core; return 0 or -1 with an exception. */

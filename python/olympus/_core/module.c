@@ -89,14 +89,19 @@ static PyObject *py_x64_enabled(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
     return PyBool_FromLong(oly_x64_enabled());
 }
 
-static PyObject *py_effects_barrier(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
+PyObject *ext_call_nogil(oly_status (*fn)(void))
 {
     oly_status s;
     Py_BEGIN_ALLOW_THREADS
-    s = oly_effects_barrier();
+    s = fn();
     Py_END_ALLOW_THREADS
     if (s != OLY_OK) return ext_raise(s);
     Py_RETURN_NONE;
+}
+
+static PyObject *py_effects_barrier(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
+{
+    return ext_call_nogil(oly_effects_barrier);
 }
 
 static const char *const dispatch_modes[] = {"auto", "async", "sync"};
